@@ -1,0 +1,101 @@
+"""Account endpoints: /api/v1/me, /api/v1/teams, /api/v1/tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from accounts import services
+from accounts.models import ApiToken, Membership, Team
+from accounts.roles import Capability
+from accounts.scoping import active_team, require_capability, visible_team_ids
+from accounts.serializers import (
+    ApiTokenCreatedSerializer,
+    ApiTokenCreateSerializer,
+    ApiTokenSerializer,
+    MembershipSerializer,
+    MeSerializer,
+    TeamSerializer,
+)
+
+
+class MeViewSet(viewsets.ViewSet):
+    permission_classes = (permissions.IsAuthenticated,)
+
+    @extend_schema(responses=MeSerializer)
+    def list(self, request: Request) -> Response:
+        return Response(MeSerializer(request.user).data)
+
+
+class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = TeamSerializer
+    permission_classes = (permissions.IsAuthenticated,)
+    filterset_fields = ("slug",)
+    ordering_fields = ("name", "created_at")
+
+    def get_queryset(self) -> QuerySet[Team]:
+        return Team.objects.filter(id__in=visible_team_ids(self.request)).order_by("name")
+
+    @extend_schema(request=MembershipSerializer, responses=MembershipSerializer(many=True))
+    @action(detail=True, methods=["get", "post"])
+    def members(self, request: Request, pk: Any = None) -> Response:
+        team = self.get_object()
+        if request.method == "POST":
+            require_capability(request, team.id, Capability.MANAGE)
+            ser = MembershipSerializer(data=request.data)
+            ser.is_valid(raise_exception=True)
+            m = services.membership_set(team=team, user=ser.validated_data["user"], role=ser.validated_data["role"])
+            return Response(MembershipSerializer(m).data, status=status.HTTP_201_CREATED)
+        qs = Membership.objects.filter(team=team).select_related("user")
+        return Response(MembershipSerializer(qs, many=True).data)
+
+
+class ApiTokenViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    """Your API tokens. POST returns the secret once; DELETE revokes (the row stays for audit)."""
+
+    serializer_class = ApiTokenSerializer
+    permission_classes = (permissions.IsAuthenticated,)
+    throttle_scope = "token"
+
+    def get_throttles(self) -> list[Any]:
+        return [ScopedRateThrottle()] if self.action == "create" else []
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        qs = ApiToken.objects.filter(user=self.request.user, team_id__in=visible_team_ids(self.request))
+        return qs.select_related("team")
+
+    @extend_schema(request=ApiTokenCreateSerializer, responses={201: ApiTokenCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        ser = ApiTokenCreateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        slug = ser.validated_data.get("team")
+        if slug:
+            team = Team.objects.filter(slug=slug, id__in=visible_team_ids(request, Capability.TOKEN)).first()
+            if team is None:
+                return Response(
+                    {"errors": {"team": ["no team with that slug where your role may hold tokens"]}, "status": 400},
+                    status=400,
+                )
+        else:
+            team = active_team(request, Capability.TOKEN)
+            if team is None:
+                return Response(
+                    {"errors": {"team": ["your role cannot hold API tokens in any team"]}, "status": 403},
+                    status=403,
+                )
+        token, raw = services.token_issue(user=request.user, team=team, name=ser.validated_data["name"])
+        data = dict(ApiTokenSerializer(token).data)
+        data["token"] = raw
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: ApiToken) -> None:
+        services.token_revoke(token=instance, by=self.request.user)

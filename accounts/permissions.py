@@ -1,0 +1,67 @@
+"""DRF permission + viewset mixin enforcing team scope on every team-owned endpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import exceptions, permissions
+from rest_framework.request import Request
+
+from accounts.roles import Capability
+from accounts.scoping import active_team, has_capability, visible_team_ids
+
+
+class TeamCapabilityPermission(permissions.BasePermission):
+    """Reads need READ in the object's team; writes need the view's ``write_capability``.
+
+    Views may map actions to capabilities with ``action_capabilities = {"run": "plan", "export": "export"}``.
+    """
+
+    def _capability(self, request: Request, view: Any) -> str:
+        action = getattr(view, "action", None)
+        mapping = getattr(view, "action_capabilities", {}) or {}
+        if action in mapping:
+            return str(mapping[action])
+        if request.method in permissions.SAFE_METHODS:
+            return Capability.READ
+        return str(getattr(view, "write_capability", Capability.PLAN))
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        capability = self._capability(request, view)
+        # The user must hold the capability in at least one team visible to this request.
+        return bool(visible_team_ids(request, capability))
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        team_id = getattr(obj, "team_id", None)
+        capability = self._capability(request, view)
+        if team_id is None:
+            # Global objects (the default catalog) are read-only for everyone.
+            return capability == Capability.READ
+        return has_capability(request, team_id, capability)
+
+
+class TeamScopedViewSetMixin:
+    """Mixin for ModelViewSets over TeamOwnedModel: scoped queryset, team stamped on create.
+
+    Subclasses set ``queryset``; ``get_queryset`` narrows it to visible teams, so other teams' rows 404.
+    """
+
+    permission_classes = (TeamCapabilityPermission,)
+    write_capability = Capability.PLAN
+    request: Request
+
+    def scope_queryset(self, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(team_id__in=visible_team_ids(self.request, Capability.READ))
+
+    def get_queryset(self) -> QuerySet:
+        return self.scope_queryset(super().get_queryset())  # type: ignore[misc]
+
+    def get_target_team(self, capability: str | None = None) -> Any:
+        cap = capability or self.write_capability
+        team = active_team(self.request, cap)
+        if team is None:
+            raise exceptions.PermissionDenied(f"You have no team where your role allows '{cap}'.")
+        return team

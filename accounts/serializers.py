@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from accounts.models import ApiToken, Membership, Team, User
+from accounts.roles import Role
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Team
+        fields = ("id", "name", "slug", "role", "created_at")
+        read_only_fields = fields
+
+    def get_role(self, obj: Team) -> str | None:
+        user = self.context["request"].user
+        m = next((m for m in user.memberships.all() if m.team_id == obj.id), None)
+        return m.role if m else None
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), write_only=True)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ("id", "user", "username", "role", "created_at")
+        read_only_fields = ("id", "username", "created_at")
+
+
+class MeSerializer(serializers.ModelSerializer):
+    teams = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = ("id", "username", "email", "display_name", "teams")
+        read_only_fields = fields
+
+    def get_teams(self, obj: User) -> list[dict[str, Any]]:
+        return [
+            {"id": m.team_id, "slug": m.team.slug, "name": m.team.name, "role": m.role}
+            for m in obj.memberships.select_related("team")
+        ]
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ("id", "name", "team", "prefix", "created_at", "last_used_at", "revoked_at", "expires_at")
+        read_only_fields = ("id", "team", "prefix", "created_at", "last_used_at", "revoked_at")
+
+
+class ApiTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    team = serializers.SlugField(required=False, help_text="Team slug; defaults to your active team.")
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret. Shown once; store it now.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = (*ApiTokenSerializer.Meta.fields, "token")

@@ -1,0 +1,80 @@
+"""One error body for every API failure.
+
+Shape (documented in docs/api.md and the OpenAPI description)::
+
+    {"errors": {"<field or 'detail'>": ["message", ...]}, "status": 400}
+
+Nested serializer errors are flattened to dotted paths (``cluster.gpus``); list errors use indices
+(``axes.0.values``). Unexpected exceptions are logged and become a 500 with the same shape, so clients
+never have to parse HTML.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+logger = logging.getLogger(__name__)
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Flatten DRF's nested error detail into ``{"a.b.0.c": ["msg"]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = "detail" if key in ("non_field_errors", "__all__") and not prefix else str(key)
+            path = f"{prefix}.{name}" if prefix else name
+            for k, v in flatten_errors(value, path).items():
+                out.setdefault(k, []).extend(v)
+    elif isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            out[prefix or "detail"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                if item in ({}, []):
+                    continue
+                path = f"{prefix}.{index}" if prefix else str(index)
+                for k, v in flatten_errors(item, path).items():
+                    out.setdefault(k, []).extend(v)
+    else:
+        out[prefix or "detail"] = [str(detail)]
+    return out
+
+
+def error_response(errors: dict[str, list[str]], code: int) -> Response:
+    return Response({"errors": errors, "status": code}, status=code)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+        )
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, ValueError) and hasattr(exc, "field"):
+        # Engine errors (ScenarioError / CatalogError) carry the offending field.
+        exc = exceptions.ValidationError({str(exc.field): [str(getattr(exc, "message", exc))]})
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        logger.exception("unhandled API error", exc_info=exc)
+        return error_response({"detail": ["Internal server error."]}, status.HTTP_500_INTERNAL_SERVER_ERROR)
+    data = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        errors = flatten_errors(data)
+    elif isinstance(data, dict) and "detail" in data:
+        errors = {"detail": [str(data["detail"])]}
+    else:
+        errors = flatten_errors(data)
+    response.data = {"errors": errors, "status": response.status_code}
+    return response

@@ -1,0 +1,231 @@
+"""Planning domain: vendor catalogs (versioned), fleets, workloads, scenarios and the change log.
+
+Catalogs are the one place with a *nullable* team: the global default catalog (team NULL) is readable by
+everyone and writable by nobody; teams fork it. A catalog version and its items are immutable once
+created; an edit produces a new version (see ``services.catalog_item_update``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from accounts.models import Team
+from accounts.roles import Capability
+from accounts.scoping import TeamOwnedModel, TeamQuerySet, visible_team_ids
+
+CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
+FABRICS = ("infiniband", "roce", "ethernet")
+TOPOLOGIES = ("fat-tree", "rail-optimized", "dragonfly", "torus")
+
+
+# --- Catalogs ------------------------------------------------------------------------------------------
+class CatalogQuerySet(models.QuerySet["Catalog"]):
+    def for_request(self, request: Any, capability: str = Capability.READ) -> CatalogQuerySet:
+        """Global catalogs (team NULL) are readable by all; team catalogs by their teams."""
+        teams = visible_team_ids(request, capability)
+        if capability == Capability.READ:
+            return self.filter(Q(team__isnull=True) | Q(team_id__in=teams))
+        return self.filter(team_id__in=teams)
+
+
+class Catalog(models.Model):
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_from_version = models.ForeignKey(
+        "CatalogVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = CatalogQuerySet.as_manager()
+
+    class Meta:
+        ordering: ClassVar = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_global(self) -> bool:
+        return self.team_id is None
+
+    def latest_version(self) -> CatalogVersion | None:
+        return self.versions.order_by("-number").first()
+
+
+class CatalogVersion(models.Model):
+    """An immutable snapshot of a catalog's items. Editing a catalog creates the next number."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    effective_date = models.DateField()
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering: ClassVar = ["catalog_id", "-number"]
+        constraints: ClassVar = [
+            models.UniqueConstraint(fields=["catalog", "number"], name="uniq_catalog_version_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.catalog.name} v{self.number}"
+
+    @property
+    def team_id(self) -> int | None:
+        return self.catalog.team_id
+
+
+class CatalogItem(models.Model):
+    version = models.ForeignKey(CatalogVersion, on_delete=models.CASCADE, related_name="items")
+    key = models.CharField(max_length=80)
+    kind = models.CharField(max_length=16, choices=[(k, k) for k in CATALOG_KINDS])
+    name = models.CharField(max_length=200)
+    unit_price_usd = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    specs = models.JSONField(default=dict, blank=True)
+    source = models.TextField(blank=True)
+
+    class Meta:
+        ordering: ClassVar = ["kind", "key"]
+        constraints: ClassVar = [models.UniqueConstraint(fields=["version", "key"], name="uniq_catalog_item_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.kind})"
+
+    @property
+    def team_id(self) -> int | None:
+        return self.version.catalog.team_id
+
+    def as_engine_item(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "name": self.name,
+            "unit_price_usd": self.unit_price_usd,
+            "power_w": self.power_w,
+            "specs": self.specs or {},
+            "source": self.source,
+        }
+
+
+# --- Fleets, workloads, scenarios ----------------------------------------------------------------------
+class Fleet(TeamOwnedModel):
+    """Servers a team owns or plans to buy; a scenario may take its cluster from a fleet."""
+
+    name = models.CharField(max_length=120)
+    site = models.CharField(max_length=120, blank=True)
+    server_model = models.CharField(max_length=80, help_text="Catalog key of a server item.")
+    server_count = models.PositiveIntegerField()
+    gpus_per_node = models.PositiveIntegerField(default=8)
+    nics_per_node = models.PositiveIntegerField(default=8)
+    nic_gbps = models.PositiveIntegerField(default=400)
+    fabric = models.CharField(max_length=32, default="infiniband")
+    topology = models.CharField(max_length=32, default="fat-tree")
+    oversubscription = models.FloatField(default=1.0)
+    in_service_date = models.DateField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta(TeamOwnedModel.Meta):
+        indexes: ClassVar = [models.Index(fields=["team", "name"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpus(self) -> int:
+        return self.server_count * self.gpus_per_node
+
+
+class Workload(TeamOwnedModel):
+    """A model to train: architecture (``model``), run (``training``) and parallelism (dict or "auto")."""
+
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    model = models.JSONField(default=dict)
+    training = models.JSONField(default=dict)
+    parallelism = models.JSONField(default="auto")
+
+    objects = TeamQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Scenario(TeamOwnedModel):
+    """A workload on a cluster (a fleet or an ad-hoc cluster document) priced with a catalog version.
+
+    ``catalog`` NULL means the global default catalog; ``pinned_version`` NULL means follow the
+    catalog's latest version.
+    """
+
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    fleet = models.ForeignKey(Fleet, null=True, blank=True, on_delete=models.PROTECT, related_name="scenarios")
+    cluster = models.JSONField(default=dict, blank=True, help_text="Ad-hoc cluster, or overrides on the fleet.")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="scenarios")
+    costs = models.JSONField(default=dict, blank=True)
+    uncertainty = models.JSONField(default=dict, blank=True)
+    catalog = models.ForeignKey(Catalog, null=True, blank=True, on_delete=models.PROTECT, related_name="scenarios")
+    pinned_version = models.ForeignKey(
+        CatalogVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="pinned_scenarios"
+    )
+    watched = models.BooleanField(default=False, help_text="Re-evaluate when its inputs change.")
+    last_evaluated_at = models.DateTimeField(null=True, blank=True)
+    last_evaluated_hash = models.CharField(max_length=64, blank=True)
+
+    objects = TeamQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# --- Change log ----------------------------------------------------------------------------------------
+class ObjectChange(models.Model):
+    """Who changed what and when, with before/after snapshots and the diff of changed keys."""
+
+    class Action(models.TextChoices):
+        CREATE = "create", "Created"
+        UPDATE = "update", "Updated"
+        DELETE = "delete", "Deleted"
+
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    user_name = models.CharField(max_length=150, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    action = models.CharField(max_length=8, choices=Action.choices)
+    object_type = models.CharField(max_length=32, db_index=True)
+    object_id = models.BigIntegerField(db_index=True)
+    object_repr = models.CharField(max_length=200)
+    prechange = models.JSONField(null=True, blank=True)
+    postchange = models.JSONField(null=True, blank=True)
+    diff = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering: ClassVar = ["-time", "-id"]
+        indexes: ClassVar = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.object_type} #{self.object_id}"

@@ -1,0 +1,5 @@
+from django.urls import path
+
+from planner.portal import views
+
+urlpatterns = [path("", views.dashboard, name="dashboard")]

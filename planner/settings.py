@@ -1,0 +1,319 @@
+"""Fabric Planner settings, read from the environment (12-factor, django-environ).
+
+Modes
+-----
+* Embedded default (no variables): SQLite in ``var/``, an embedded Celery broker (kombu's SQLAlchemy
+  transport on a SQLite file) and a worker process started beside the web server by ``make run``.
+* Full mode: ``DATABASE_URL`` (PostgreSQL via psycopg 3) and ``REDIS_URL`` (Redis broker and result
+  backend) with separate ``celery worker`` and ``celery beat`` processes.
+* ``DJANGO_ENV=production``: DEBUG off, SECRET_KEY and ALLOWED_HOSTS required, secure cookies, HSTS,
+  JSON logs. ``manage.py check --deploy`` is clean in this mode.
+
+Every variable is documented in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("FP_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+env = environ.Env()
+
+DJANGO_ENV = env.str("DJANGO_ENV", default="development")
+if DJANGO_ENV not in ("development", "production", "test"):
+    raise ImproperlyConfigured(f"DJANGO_ENV: must be development, production or test, not {DJANGO_ENV!r}")
+PRODUCTION = DJANGO_ENV == "production"
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}: expected a boolean (true/false/1/0), got {raw!r}")
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected an integer, got {raw!r}") from None
+
+
+# --- Core -------------------------------------------------------------------------------------------
+if PRODUCTION:
+    SECRET_KEY = os.environ.get("SECRET_KEY", "")
+    if len(SECRET_KEY) < 50:
+        raise ImproperlyConfigured(
+            "SECRET_KEY: required in production (DJANGO_ENV=production), at least 50 random characters"
+        )
+else:
+    SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-insecure-" + "x" * 50
+
+DEBUG = _bool("DEBUG", default=not PRODUCTION)
+_hosts = os.environ.get("ALLOWED_HOSTS", "")
+if PRODUCTION and not _hosts:
+    raise ImproperlyConfigured("ALLOWED_HOSTS: required in production (comma-separated host names)")
+ALLOWED_HOSTS = [h.strip() for h in _hosts.split(",") if h.strip()] or ["127.0.0.1", "localhost", "testserver"]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_celery_beat",
+    "django_htmx",
+    "csp",
+    "accounts",
+    "planner.planning",
+    "simulations",
+    "planner.portal",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "planner.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+]
+
+ROOT_URLCONF = "planner.urls"
+WSGI_APPLICATION = "planner.wsgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "planner" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.teams",
+            ],
+        },
+    }
+]
+
+# --- Database -----------------------------------------------------------------------------------------
+if os.environ.get("DATABASE_URL"):
+    try:
+        _db: dict[str, Any] = env.db_url("DATABASE_URL")
+    except Exception as exc:  # django-environ raises several types for malformed URLs
+        raise ImproperlyConfigured(f"DATABASE_URL: malformed database URL ({exc})") from None
+    if not _db.get("ENGINE"):
+        raise ImproperlyConfigured("DATABASE_URL: unsupported scheme (use postgres://user@host:port/name)")
+    _db.setdefault("CONN_MAX_AGE", _int("CONN_MAX_AGE", 60))
+    _db["CONN_HEALTH_CHECKS"] = True
+    DATABASES = {"default": _db}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "fabric-planner.sqlite3",
+            # WAL + a busy timeout let the web process and the embedded worker share the file.
+            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+            "TEST": {"NAME": VAR_DIR / "test-fabric-planner.sqlite3"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Cache (rate limits, locks) ----------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured("REDIS_URL: must start with redis://, rediss:// or unix://")
+if REDIS_URL:
+    # The key prefix keeps cache keys (rate limits, locks) apart from the Celery queues in the same DB.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "fpcache",
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "fp_cache",
+        }
+    }
+
+# --- Celery -------------------------------------------------------------------------------------------
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+    BROKER_KIND = "redis"
+else:
+    CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
+    CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"db+sqlite:///{VAR_DIR / 'celery-results.sqlite3'}"
+    BROKER_KIND = "embedded"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = _int("CELERY_TASK_TIME_LIMIT", 900)
+CELERY_TASK_SOFT_TIME_LIMIT = _int("CELERY_TASK_SOFT_TIME_LIMIT", 840)
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# With acks_late, a message not acked within the visibility timeout is redelivered (Redis transport).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TASK_ALWAYS_EAGER = _bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TIMEZONE = "UTC"
+
+# --- I18N / static ------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = _int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# --- REST framework -----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "planner.api.pagination.PageNumberPagination",
+    "PAGE_SIZE": 25,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+        "rest_framework.filters.SearchFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "planner.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "login": os.environ.get("THROTTLE_LOGIN", "10/min"),
+        "token": os.environ.get("THROTTLE_TOKEN", "20/min"),
+    },
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fabric Planner API",
+    "DESCRIPTION": (
+        "Capacity planning for AI GPU clusters: step time, MFU, goodput and total cost of ownership. "
+        'Errors share one body: {"errors": {"<field>": ["<message>"]}, "status": <code>}.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v[0-9]",
+}
+
+# --- Security -----------------------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = _int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+# --- Logging (JSON in production) ---------------------------------------------------------------------
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+LOG_JSON = _bool("LOG_JSON", PRODUCTION)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "planner.middleware.RequestIdLogFilter"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+        },
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_JSON else "plain",
+            "filters": ["request_id"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- Fabric Planner -----------------------------------------------------------------------------------
+FP_DEMO_PASSWORD = os.environ.get("FP_DEMO_PASSWORD", "fabric-demo-2026")
+FP_RUN_STUCK_AFTER_S = _int("FP_RUN_STUCK_AFTER_S", 900)
+FP_MAX_SWEEP_RUNS = _int("FP_MAX_SWEEP_RUNS", 512)

@@ -1,0 +1,190 @@
+"""Shared fixtures: users in teams with roles, API clients, and a real Celery worker process.
+
+Integration tests (marker ``integration``) need PostgreSQL + Redis (DATABASE_URL / REDIS_URL). Without
+them they skip — unless FP_REQUIRE_INTEGRATION=1 (set by .ci/run), where a missing service is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL_MODE = bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
+REQUIRE_INTEGRATION = os.environ.get("FP_REQUIRE_INTEGRATION") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL_MODE:
+        return
+    if REQUIRE_INTEGRATION:
+        raise pytest.UsageError("FP_REQUIRE_INTEGRATION=1 but DATABASE_URL/REDIS_URL are not both set")
+    skip = pytest.mark.skip(reason="integration: needs DATABASE_URL (PostgreSQL) and REDIS_URL (Redis)")
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache() -> Iterator[None]:
+    """Rate-limit counters and locks must not leak between tests (Redis outlives the test DB)."""
+    yield
+    from django.core.cache import cache
+
+    if settings.CACHES["default"]["BACKEND"].endswith("RedisCache"):
+        client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+        keys = list(client.scan_iter("fpcache:*"))
+        if keys:
+            client.delete(*keys)
+    else:
+        try:
+            cache.clear()
+        except Exception:  # the cache table exists only for tests that use the DB
+            pass
+
+
+# --- users, teams, clients ----------------------------------------------------------------------------
+@pytest.fixture
+def make_user(db: Any) -> Callable[..., Any]:
+    from accounts.models import Membership, Team, User
+
+    def _make(role: str = "planner", team: Any = None, username: str | None = None) -> Any:
+        username = username or f"{role}-{uuid.uuid4().hex[:6]}"
+        user = User.objects.create_user(username=username, password="pw-" + username)
+        if team is None:
+            team = Team.objects.create(name=f"Team {username}", slug=f"t-{uuid.uuid4().hex[:8]}")
+        if role:
+            Membership.objects.create(user=user, team=team, role=role)
+        user.test_team = team
+        return user
+
+    return _make
+
+
+@pytest.fixture
+def team(db: Any) -> Any:
+    from accounts.models import Team
+
+    return Team.objects.create(name="Team X", slug="team-x")
+
+
+@pytest.fixture
+def other_team(db: Any) -> Any:
+    from accounts.models import Team
+
+    return Team.objects.create(name="Team Y", slug="team-y")
+
+
+@pytest.fixture
+def api_client_for() -> Callable[[Any], APIClient]:
+    def _client(user: Any) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(user=user)
+        return client
+
+    return _client
+
+
+@pytest.fixture
+def token_client_for(db: Any) -> Callable[..., tuple[APIClient, Any]]:
+    from accounts.models import ApiToken
+
+    def _client(user: Any, team: Any) -> tuple[APIClient, Any]:
+        token, raw = ApiToken.issue(user=user, team=team, name="test")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
+        return client, token
+
+    return _client
+
+
+# --- a real Celery worker process ---------------------------------------------------------------------
+def _worker_env() -> dict[str, str]:
+    """Environment for a worker subprocess that shares the test database."""
+    env = dict(os.environ)
+    db = settings.DATABASES["default"]
+    env["DATABASE_URL"] = (
+        f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    )
+    env["DJANGO_SETTINGS_MODULE"] = "planner.settings"
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("LOG_LEVEL", "WARNING")
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, proc: subprocess.Popen[bytes], name: str, log: Path) -> None:
+        self.proc = proc
+        self.name = name
+        self.log = log
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Kill the worker's whole process group (main process and pool children)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@pytest.fixture
+def celery_worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real ``celery -A planner worker`` subprocesses against the test DB and Redis.
+
+    Requires a ``transactional_db`` test so rows written by the test are visible to the worker.
+    """
+    started: list[WorkerProcess] = []
+
+    def _start(queues: str = "default,simulations", concurrency: int = 1, pool: str = "prefork",
+               extra_env: dict[str, str] | None = None, wait: bool = True) -> WorkerProcess:
+        name = f"w{len(started)}-{uuid.uuid4().hex[:6]}@%h"
+        log = tmp_path / f"worker-{len(started)}.log"
+        env = _worker_env()
+        env.update(extra_env or {})
+        cmd = [sys.executable, "-m", "celery", "-A", "planner", "worker", "-Q", queues, "-c", str(concurrency),
+               "-P", pool, "-n", name, "--without-gossip", "--without-mingle", "-l", "INFO"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        worker = WorkerProcess(proc, name, log)
+        started.append(worker)
+        if wait:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if "ready." in worker.output():
+                    break
+                if proc.poll() is not None:
+                    raise RuntimeError(f"worker exited early:\n{worker.output()}")
+                time.sleep(0.2)
+            else:
+                worker.kill()
+                raise RuntimeError(f"worker not ready in 60 s:\n{worker.output()}")
+        return worker
+
+    yield _start
+    for worker in started:
+        try:
+            worker.kill(signal.SIGKILL)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+
+
+@pytest.fixture
+def purge_broker() -> Iterator[None]:
+    """Empty the Celery queues before and after a test (stale messages from earlier tests)."""
+    from planner.celery import app
+
+    app.control.purge()
+    yield
+    app.control.purge()
