@@ -134,8 +134,11 @@ if os.environ.get("DATABASE_URL"):
         _db: dict[str, Any] = env.db_url("DATABASE_URL")
     except Exception as exc:  # django-environ raises several types for malformed URLs
         raise ImproperlyConfigured(f"DATABASE_URL: malformed database URL ({exc})") from None
-    if not _db.get("ENGINE"):
-        raise ImproperlyConfigured("DATABASE_URL: unsupported scheme (use postgres://user@host:port/name)")
+    _scheme = os.environ["DATABASE_URL"].split("://", 1)[0] if "://" in os.environ["DATABASE_URL"] else ""
+    if not _db.get("ENGINE") or _scheme not in environ.Env.DB_SCHEMES:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: unsupported scheme {_scheme!r} (use postgres://user@host:port/name)"
+        )
     _db.setdefault("CONN_MAX_AGE", _int("CONN_MAX_AGE", 60))
     _db["CONN_HEALTH_CHECKS"] = True
     DATABASES = {"default": _db}
@@ -251,6 +254,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]",
+    "ENUM_NAME_OVERRIDES": {
+        "CatalogItemKindEnum": "planner.planning.models.CATALOG_KIND_CHOICES",
+        "RunKindEnum": "simulations.models.RunKind",
+    },
 }
 
 # --- Security -----------------------------------------------------------------------------------------

@@ -1,12 +1,39 @@
 """The /api/v1/ router. Domain apps register their viewsets here."""
 
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from accounts.api import ApiTokenViewSet, MeViewSet, TeamViewSet
+from planner.planning.api.views import (
+    CatalogItemViewSet,
+    CatalogVersionViewSet,
+    CatalogViewSet,
+    FleetViewSet,
+    ObjectChangeViewSet,
+    ScenarioViewSet,
+    WorkloadViewSet,
+)
+from simulations.api.views import PreviewView, ReEvaluationViewSet, ReportViewSet, RunViewSet, SweepViewSet
 
 router = DefaultRouter()
 router.register("me", MeViewSet, basename="me")
 router.register("teams", TeamViewSet, basename="team")
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("catalogs", CatalogViewSet, basename="catalog")
+router.register("catalog-versions", CatalogVersionViewSet, basename="catalogversion")
+router.register("catalog-items", CatalogItemViewSet, basename="catalogitem")
+router.register("fleets", FleetViewSet, basename="fleet")
+router.register("workloads", WorkloadViewSet, basename="workload")
+router.register("scenarios", ScenarioViewSet, basename="scenario")
+router.register("runs", RunViewSet, basename="run")
+router.register("sweeps", SweepViewSet, basename="sweep")
+router.register("reports", ReportViewSet, basename="report")
+router.register("reevaluations", ReEvaluationViewSet, basename="reevaluation")
+router.register("changes", ObjectChangeViewSet, basename="change")
 
-urlpatterns = router.urls
+urlpatterns = [
+    # The compare report without the trailing slash too: /api/v1/reports/compare?runs=1,2&baseline=1
+    path("reports/compare", ReportViewSet.as_view({"get": "compare"}, schema=None), name="report-compare-noslash"),
+    path("preview/", PreviewView.as_view(), name="preview"),
+    *router.urls,
+]

@@ -18,6 +18,7 @@ from accounts.roles import Capability
 from accounts.scoping import TeamOwnedModel, TeamQuerySet, visible_team_ids
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
+CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
 FABRICS = ("infiniband", "roce", "ethernet")
 TOPOLOGIES = ("fat-tree", "rail-optimized", "dragonfly", "torus")
 
@@ -96,7 +97,7 @@ class CatalogVersion(models.Model):
 class CatalogItem(models.Model):
     version = models.ForeignKey(CatalogVersion, on_delete=models.CASCADE, related_name="items")
     key = models.CharField(max_length=80)
-    kind = models.CharField(max_length=16, choices=[(k, k) for k in CATALOG_KINDS])
+    kind = models.CharField(max_length=16, choices=CATALOG_KIND_CHOICES)
     name = models.CharField(max_length=200)
     unit_price_usd = models.FloatField(null=True, blank=True)
     power_w = models.FloatField(null=True, blank=True)
@@ -156,6 +157,10 @@ class Fleet(TeamOwnedModel):
         return self.server_count * self.gpus_per_node
 
 
+def default_parallelism() -> str:
+    return "auto"
+
+
 class Workload(TeamOwnedModel):
     """A model to train: architecture (``model``), run (``training``) and parallelism (dict or "auto")."""
 
@@ -163,7 +168,7 @@ class Workload(TeamOwnedModel):
     description = models.TextField(blank=True)
     model = models.JSONField(default=dict)
     training = models.JSONField(default=dict)
-    parallelism = models.JSONField(default="auto")
+    parallelism = models.JSONField(default=default_parallelism)
 
     objects = TeamQuerySet.as_manager()
 

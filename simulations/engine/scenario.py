@@ -383,12 +383,11 @@ def _check_layout(s: Scenario) -> None:
     if c.gpus % prod:
         raise ScenarioError("parallelism", f"tp*pp*cp={prod} does not divide cluster.gpus={c.gpus}")
     if p.tp is not None and p.pp is not None and p.cp is not None:
-        if p.dp is not None:
-            if p.tp * p.pp * p.dp * p.cp != c.gpus:
-                raise ScenarioError(
-                    "parallelism.dp",
-                    f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}",
-                )
+        if p.dp is not None and p.tp * p.pp * p.dp * p.cp != c.gpus:
+            raise ScenarioError(
+                "parallelism.dp",
+                f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}",
+            )
         dp = p.dp if p.dp is not None else c.gpus // prod
         if p.ep is not None and p.ep > 1 and (dp * p.cp) % p.ep:
             raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp={dp * p.cp}")

@@ -1,0 +1,322 @@
+"""Presentation helpers: pick figures out of stored run results and shape them for templates and charts.
+
+No business rules here: numbers come from the engine results stored on runs and from
+``simulations.reports`` (the comparison table and exports); this module only selects, labels and orders.
+Chart specs are small JSON documents drawn by ``static/portal/js/charts.js``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.http import HttpResponse
+
+BREAKDOWN_LABELS = {
+    "compute": "Compute", "tp_comm": "TP comm", "cp_comm": "CP comm", "ep_comm": "EP comm", "pp_comm": "PP comm",
+    "pp_bubble": "Pipeline bubble", "dp_comm_exposed": "DP comm (exposed)", "optimizer": "Optimizer",
+}
+CATEGORY_LABELS = {
+    "gpu_servers": "GPU servers", "network": "Network", "power": "Power", "facility": "Facility",
+    "maintenance": "Maintenance", "storage": "Storage", "staff": "Staff",
+}
+FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)", "ethernet": "Ethernet"}
+
+# metric path -> (label, format, lower_is_better)
+HEADLINE_METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("performance.step_time_s", "Step time", "s", True),
+    ("performance.mfu", "MFU", "pct", False),
+    ("performance.network_wait_fraction", "Network wait", "pct", True),
+    ("performance.tokens_per_s", "Tokens / s", "num", False),
+    ("performance.time_to_train_days", "Time to train", "days", True),
+    ("tco.run_days", "Wall-clock run (with failures)", "days", True),
+    ("tco.run_cost_usd", "$ per run", "usd", True),
+    ("tco.usd_per_million_tokens", "$ per million tokens", "usd4", True),
+    ("tco.usd_per_gpu_hour", "$ per GPU-hour", "usd2", True),
+    ("tco.capex_usd", "Capex", "usd", True),
+    ("tco.network_capex_usd", "Network capex", "usd", True),
+    ("tco.network_share_of_capex", "Network share of capex", "pct", None),
+    ("tco.annual_tco_usd", "Annual TCO", "usd", True),
+    ("tco.network_share_of_tco", "Network share of TCO", "pct", None),
+    ("tco.stranded_usd_per_year", "Stranded $/yr (network wait)", "usd", True),
+    ("goodput.effective_training_fraction", "Goodput", "pct", False),
+    ("fabric.switches.total", "Switches", "num", True),
+]
+# The same metrics as stored by predict/search runs (no "performance." prefix).
+PERF_ALIASES = {"performance.step_time_s": "step_time_s", "performance.mfu": "mfu",
+                "performance.network_wait_fraction": "network_wait_fraction",
+                "performance.tokens_per_s": "tokens_per_s", "performance.time_to_train_days": "time_to_train_days"}
+
+
+def dig(node: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _f(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def performance_of(result: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The performance section of a TCO result, or the result itself for predict/search runs."""
+    if not result:
+        return {}
+    perf = result.get("performance")
+    return perf if isinstance(perf, Mapping) else result
+
+
+def metric(result: Mapping[str, Any] | None, path: str) -> float | None:
+    value = _f(dig(result or {}, path))
+    if value is None and path in PERF_ALIASES:
+        value = _f(dig(result or {}, PERF_ALIASES[path]))
+    return value
+
+
+def cluster_summary(scenario: Any) -> str:
+    c = dict(scenario.cluster or {})
+    if scenario.fleet_id and scenario.fleet is not None:
+        f = scenario.fleet
+        c = {"gpus": f.gpus, "nic_gbps": f.nic_gbps, "fabric": f.fabric, "topology": f.topology, **c}
+    parts = []
+    if c.get("gpus"):
+        parts.append(f"{int(c['gpus']):,} × {c.get('gpu', 'GPU')}")
+    if c.get("nic_gbps"):
+        parts.append(f"{int(float(c['nic_gbps']))}G {FABRIC_LABELS.get(c.get('fabric', ''), c.get('fabric', ''))}")
+    if c.get("topology"):
+        parts.append(str(c["topology"]))
+    return " · ".join(parts)
+
+
+def estimate(preview: Mapping[str, Any]) -> dict[str, Any]:
+    """The live-estimate panel: headline figures and the step-time breakdown as bar segments."""
+    breakdown = preview.get("breakdown_s") or {}
+    total = sum(v for v in breakdown.values() if isinstance(v, int | float)) or 0.0
+    comm = sum(v for k, v in breakdown.items() if k != "compute" and isinstance(v, int | float))
+    segments = []
+    for i, (key, value) in enumerate(breakdown.items()):
+        if isinstance(value, int | float) and total > 0 and value / total >= 0.002:
+            segments.append({"key": key, "label": BREAKDOWN_LABELS.get(key, key), "seconds": value,
+                             "share": 100.0 * value / total, "color": SEGMENT_COLORS[i % len(SEGMENT_COLORS)]})
+    return {
+        "step_time_s": preview.get("step_time_s"), "mfu": preview.get("mfu"),
+        "network_wait_fraction": preview.get("network_wait_fraction"),
+        "network_wait_s": comm, "run_cost_usd": preview.get("run_cost_usd"),
+        "time_to_train_days": preview.get("time_to_train_days"), "tokens_per_s": preview.get("tokens_per_s"),
+        "usd_per_gpu_hour": preview.get("usd_per_gpu_hour"), "capex_usd": preview.get("capex_usd"),
+        "memory_gb_per_gpu": preview.get("memory_gb_per_gpu"), "fits": preview.get("fits", True),
+        "parallelism": preview.get("parallelism") or {}, "segments": segments,
+        "cost_error": preview.get("cost_error"), "server_time_ms": preview.get("server_time_ms"),
+    }
+
+
+SEGMENT_COLORS = ["#2456d6", "#e07b1a", "#16946b", "#c23b6c", "#7a4ddb", "#0f8fb3", "#b58a00", "#5b6475"]
+
+
+def run_metrics(run: Any) -> list[dict[str, Any]]:
+    """Headline metrics of one run (those present in its result)."""
+    out = []
+    for path, label, fmt, _ in HEADLINE_METRICS:
+        value = metric(run.result, path)
+        if value is not None:
+            out.append({"path": path, "label": label, "format": fmt, "value": value})
+    return out
+
+
+def run_axes(run: Any) -> dict[str, Any]:
+    """What a run varied (sweep overrides) or, failing that, its cluster's headline settings."""
+    snap = run.input_snapshot or {}
+    cluster = dig(snap, "document.cluster") or {}
+    return {
+        "nic_gbps": _f(cluster.get("nic_gbps")), "fabric": cluster.get("fabric"), "gpu": cluster.get("gpu"),
+        "gpus": cluster.get("gpus"), "overrides": snap.get("overrides") or {},
+    }
+
+
+def run_label(run: Any) -> str:
+    return f"#{run.pk} {run.label or run.kind}".strip()
+
+
+# --- comparison table ------------------------------------------------------------------------------------
+def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
+    """Headline metrics side by side with deltas vs the baseline (values from ``reports.compare_runs``)."""
+    from simulations import reports
+
+    data = reports.compare_runs(runs=list(runs), baseline=baseline)
+    by_metric = {row["metric"]: row for row in data["rows"]}
+    columns = data["columns"]
+    rows = []
+    for path, label, fmt, lower_better in HEADLINE_METRICS:
+        key = path if path in by_metric else PERF_ALIASES.get(path)
+        row = by_metric.get(key or "")
+        if row is None:
+            continue
+        cells = []
+        for col in columns:
+            rid = str(col["run"])
+            value = row["values"].get(rid)
+            pct = row["delta_pct"].get(rid) if not col["baseline"] else None
+            tone = ""
+            if pct is not None and lower_better is not None and abs(pct) >= 0.05:
+                better = pct < 0 if lower_better else pct > 0
+                tone = "delta-good" if better else "delta-bad"
+            cells.append({"value": value, "delta": row["delta"].get(rid), "delta_pct": pct, "tone": tone,
+                          "baseline": col["baseline"]})
+        rows.append({"metric": key, "label": label, "format": fmt, "cells": cells})
+    return {"columns": columns, "rows": rows, "metric_count": len(data["rows"])}
+
+
+# --- charts ----------------------------------------------------------------------------------------------
+def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
+    """x = link speed, one line per fabric (and GPU when several were swept)."""
+    points: dict[str, dict[float, float]] = {}
+    speeds: set[float] = set()
+    gpus_seen = {run_axes(r)["gpu"] for r in runs}
+    for r in runs:
+        ax = run_axes(r)
+        value = metric(r.result, path)
+        if ax["nic_gbps"] is None or value is None:
+            continue
+        name = FABRIC_LABELS.get(ax["fabric"] or "", ax["fabric"] or "fabric")
+        if len(gpus_seen) > 1:
+            name += f" · {ax['gpu']}"
+        sizes = {run_axes(x)["gpus"] for x in runs}
+        if len(sizes) > 1:
+            name += f" · {ax['gpus']} GPUs"
+        speeds.add(ax["nic_gbps"])
+        # several runs at the same point (other axes): keep the best
+        prev = points.setdefault(name, {}).get(ax["nic_gbps"])
+        points[name][ax["nic_gbps"]] = value if prev is None else min(prev, value)
+    if not points:
+        return None
+    xs = sorted(speeds)
+    return {
+        "labels": [f"{int(x)}G" for x in xs],
+        "datasets": [{"label": name, "data": [pts.get(x) for x in xs], "type": "line"}
+                     for name, pts in sorted(points.items())],
+    }
+
+
+def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
+    """Chart specs for a set of succeeded runs (keys are the json_script ids)."""
+    runs = [r for r in runs if r.result]
+    labels = [run_label(r) for r in runs]
+    charts: dict[str, Any] = {}
+
+    mfu = _series_by_fabric(runs, "performance.mfu")
+    if mfu:
+        charts["chart-mfu"] = {"title": "MFU vs link speed", "type": "line", "format": "pct",
+                               "x_title": "Link speed per GPU", "y_title": "MFU", **mfu}
+    ttt = _series_by_fabric(runs, "performance.time_to_train_days")
+    if ttt:
+        charts["chart-ttt"] = {"title": "Time to train vs link speed", "type": "line", "format": "days",
+                               "x_title": "Link speed per GPU", "y_title": "Days", "begin_at_zero": False, **ttt}
+
+    cats: list[str] = []
+    per_run: list[dict[str, float]] = []
+    for r in runs:
+        totals: dict[str, float] = {}
+        for item in dig(r.result, "tco.line_items") or []:
+            cat = item.get("category") or "other"
+            value = _f(item.get("annual_usd"))
+            if value is None:
+                continue
+            totals[cat] = totals.get(cat, 0.0) + value
+            if cat not in cats:
+                cats.append(cat)
+        per_run.append(totals)
+    if cats:
+        order = [c for c in CATEGORY_LABELS if c in cats] + [c for c in cats if c not in CATEGORY_LABELS]
+        charts["chart-tco"] = {
+            "title": "Annual TCO by category", "type": "bar", "stacked": True, "format": "usd",
+            "y_title": "US$ per year", "labels": labels,
+            "datasets": [{"label": CATEGORY_LABELS.get(c, c), "data": [t.get(c, 0.0) for t in per_run], "stack": "tco"}
+                         for c in order],
+        }
+
+    keys: list[str] = []
+    for r in runs:
+        for k in (performance_of(r.result).get("breakdown_s") or {}):
+            if k not in keys:
+                keys.append(k)
+    if keys:
+        charts["chart-step"] = {
+            "title": "Step-time breakdown", "type": "bar", "stacked": True, "format": "s", "y_title": "Seconds per step",
+            "labels": labels,
+            "datasets": [{"label": BREAKDOWN_LABELS.get(k, k),
+                          "data": [_f((performance_of(r.result).get("breakdown_s") or {}).get(k)) or 0.0 for r in runs],
+                          "stack": "step"} for k in keys],
+        }
+
+    mc_runs = [r for r in runs if isinstance(r.result.get("monte_carlo"), Mapping)]
+    if mc_runs:
+        mc_labels = [run_label(r) for r in mc_runs]
+        for key, title, fmt in (("run_cost_usd", "$ per run: P10–P90 band and P50", "usd"),
+                                ("time_to_train_days", "Time to train: P10–P90 band and P50", "days")):
+            bands = [dig(r.result, f"monte_carlo.{key}") or {} for r in mc_runs]
+            if not any(bands):
+                continue
+            charts[f"chart-mc-{key.split('_')[0]}"] = {
+                "title": title, "type": "bar", "format": fmt, "labels": mc_labels, "begin_at_zero": False,
+                "datasets": [
+                    {"label": "P10–P90", "data": [[_f(b.get("p10")), _f(b.get("p90"))] for b in bands], "overlap": True},
+                    {"label": "P50", "data": [_f(b.get("p50")) for b in bands], "type": "line", "color_index": 1},
+                ],
+            }
+
+    sens_run = next((r for r in runs if r.result.get("sensitivity")), None)
+    if sens_run is not None:
+        rows = [s for s in sens_run.result["sensitivity"] if isinstance(s, Mapping)][:10]
+        base = metric(sens_run.result, "tco.run_cost_usd") or 0.0
+        charts["chart-tornado"] = {
+            "title": f"Sensitivity of $ per run ({run_label(sens_run)})", "type": "bar", "horizontal": True,
+            "format": "usd", "x_title": "$ per run", "begin_at_zero": False,
+            "labels": [str(s.get("input", "")) for s in rows],
+            "datasets": [
+                {"label": "Input at low value", "data": [[base, _f(s.get("run_cost_low_usd"))] for s in rows],
+                 "overlap": True, "color_index": 2},
+                {"label": "Input at high value", "data": [[base, _f(s.get("run_cost_high_usd"))] for s in rows],
+                 "overlap": True, "color_index": 3},
+            ],
+        }
+    return charts
+
+
+# --- exports / re-evaluations ----------------------------------------------------------------------------
+def export_response(reports: Any, *, runs: Sequence[Any], baseline: Any, fmt: str) -> HttpResponse:
+    body, content_type, filename = reports.export_compare(runs=list(runs), baseline=baseline, fmt=fmt,
+                                                          name="comparison-" + "-".join(str(r.pk) for r in runs[:10]))
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+REEVAL_HEADLINES = [
+    ("tco.annual_tco_usd", "Annual TCO", "usd"), ("tco.run_cost_usd", "$ per run", "usd"),
+    ("tco.usd_per_million_tokens", "$ per million tokens", "usd4"), ("tco.capex_usd", "Capex", "usd"),
+    ("performance.step_time_s", "Step time", "s"), ("performance.mfu", "MFU", "pct"),
+    ("performance.time_to_train_days", "Time to train", "days"),
+    ("step_time_s", "Step time", "s"), ("mfu", "MFU", "pct"), ("time_to_train_days", "Time to train", "days"),
+]
+
+
+def reevaluation_changes(changes: Mapping[str, Any] | None, limit: int = 8) -> list[dict[str, Any]]:
+    """Headline metric moves of a re-evaluation first, then the largest other relative moves."""
+    changes = changes or {}
+    rows, seen = [], set()
+    for path, label, fmt in REEVAL_HEADLINES:
+        c = changes.get(path)
+        if isinstance(c, Mapping) and label not in seen:
+            seen.add(label)
+            rows.append({"metric": path, "label": label, "format": fmt, **c})
+    others = sorted(
+        ((p, c) for p, c in changes.items() if isinstance(c, Mapping) and p not in {r["metric"] for r in rows}),
+        key=lambda pc: -abs(pc[1].get("delta_pct") or 0.0),
+    )
+    for path, c in others[: max(0, limit - len(rows))]:
+        rows.append({"metric": path, "label": path, "format": "num", **c})
+    return rows

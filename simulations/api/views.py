@@ -1,0 +1,263 @@
+"""Simulation API: runs, sweeps, compare/export, saved reports, re-evaluations, preview."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.permissions import TeamScopedViewSetMixin
+from accounts.roles import Capability
+from accounts.scoping import require_capability, visible_team_ids
+from planner.planning import services as planning
+from planner.planning.api.views import ServiceModelViewSet
+from planner.planning.models import Scenario
+from simulations import reports, selectors, services
+from simulations.api.serializers import (
+    CompareResponseSerializer,
+    PreviewRequestSerializer,
+    PreviewResponseSerializer,
+    ReEvaluationSerializer,
+    ReportSerializer,
+    RunSubmitForScenarioSerializer,
+    RunSubmitSerializer,
+    SimulationRunDetailSerializer,
+    SimulationRunSerializer,
+    SweepForScenarioSerializer,
+    SweepSerializer,
+    SweepSubmitSerializer,
+)
+from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
+
+FMT_PARAM = OpenApiParameter("fmt", str, enum=list(reports.EXPORT_FORMATS), description="csv, xlsx or json")
+
+
+def file_response(payload: tuple[bytes, str, str]) -> HttpResponse:
+    body, content_type, filename = payload
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def submit_run_response(request: Request, *, scenario: Scenario, data: Any) -> Response:
+    require_capability(request, scenario.team_id, Capability.PLAN)
+    ser = RunSubmitForScenarioSerializer(data=data)
+    ser.is_valid(raise_exception=True)
+    run = services.run_submit(scenario=scenario, user=request.user, kind=ser.validated_data["kind"],
+                              force=ser.validated_data["force"], params=ser.validated_data.get("params"))
+    body = SimulationRunSerializer(run, context={"request": request}).data
+    reused = bool(getattr(run, "reused", False))
+    body = {**body, "reused": reused}
+    code = status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED
+    return Response(body, status=code, headers={"Location": body["url"]})
+
+
+def submit_sweep_response(request: Request, *, scenario: Scenario, data: Any) -> Response:
+    require_capability(request, scenario.team_id, Capability.PLAN)
+    ser = SweepForScenarioSerializer(data=data)
+    ser.is_valid(raise_exception=True)
+    sweep = services.sweep_submit(scenario=scenario, axes=ser.validated_data["axes"], user=request.user,
+                                  kind=ser.validated_data["kind"], name=ser.validated_data.get("name", ""),
+                                  params=ser.validated_data.get("params"))
+    body = SweepSerializer(sweep, context={"request": request}).data
+    return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                 mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Simulation runs. POST queues one (202 + URL; 200 with ``reused`` when an identical result exists)."""
+
+    queryset = SimulationRun.objects.select_related("team", "created_by").order_by("-queued_at", "-id")
+    filterset_fields = ("status", "kind", "scenario", "sweep", "trigger", "engine_version", "input_hash")
+    search_fields = ("label",)
+    ordering_fields = ("queued_at", "finished_at", "status", "kind")
+    action_capabilities = {"cancel": Capability.PLAN, "export": Capability.EXPORT, "result": Capability.READ}
+
+    def get_serializer_class(self) -> Any:
+        if self.action == "retrieve":
+            return SimulationRunDetailSerializer
+        if self.action == "create":
+            return RunSubmitSerializer
+        return SimulationRunSerializer
+
+    @extend_schema(request=RunSubmitSerializer, responses={202: SimulationRunSerializer, 200: SimulationRunSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        ser = RunSubmitSerializer(data=request.data, context=self.get_serializer_context())
+        ser.is_valid(raise_exception=True)
+        data = {k: v for k, v in request.data.items() if k != "scenario"} if hasattr(request.data, "items") else {}
+        return submit_run_response(request, scenario=ser.validated_data["scenario"], data=data)
+
+    @extend_schema(request=None, responses=SimulationRunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: Any = None) -> Response:
+        run = services.run_cancel(run=self.get_object(), user=request.user)
+        return Response(SimulationRunSerializer(run, context={"request": request}).data)
+
+    @extend_schema(responses={200: OpenApiResponse(description="The stored engine result (metrics, breakdowns, "
+                                                                "line items, Monte Carlo, search alternatives)")})
+    @action(detail=True, methods=["get"])
+    def result(self, request: Request, pk: Any = None) -> Response:
+        run = self.get_object()
+        if run.status != "succeeded":
+            return Response({"errors": {"status": [f"run is {run.status}; no result"]}, "status": 409,
+                             "error": run.error or None, "error_field": run.error_field or None}, status=409)
+        return Response({"run": run.pk, "kind": run.kind, "engine_version": run.engine_version,
+                         "input_hash": run.input_hash, "result": run.result})
+
+    @extend_schema(parameters=[FMT_PARAM], responses={200: OpenApiResponse(description="file")})
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, pk: Any = None) -> HttpResponse:
+        """The run's cost line items as CSV, XLSX or JSON (``?fmt=``)."""
+        run = self.get_object()
+        return file_response(reports.export_run_line_items(run=run, fmt=request.query_params.get("fmt", "csv")))
+
+
+class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Parameter sweeps over a scenario; runs are at ``/runs/?sweep=<id>``."""
+
+    queryset = Sweep.objects.select_related("team").order_by("-created_at", "-id")
+    serializer_class = SweepSerializer
+    filterset_fields = ("status", "scenario", "kind")
+    ordering_fields = ("created_at", "finished_at")
+    action_capabilities = {"cancel": Capability.PLAN}
+
+    @extend_schema(request=SweepSubmitSerializer, responses={202: SweepSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        ser = SweepSubmitSerializer(data=request.data, context=self.get_serializer_context())
+        ser.is_valid(raise_exception=True)
+        data = {k: v for k, v in request.data.items() if k != "scenario"}
+        return submit_sweep_response(request, scenario=ser.validated_data["scenario"], data=data)
+
+    @extend_schema(request=None, responses=SweepSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: Any = None) -> Response:
+        sweep = services.sweep_cancel(sweep=self.get_object(), user=request.user)
+        return Response(SweepSerializer(sweep, context={"request": request}).data)
+
+
+def _parse_ids(raw: str | None, field: str) -> list[int]:
+    if not raw:
+        raise exceptions.ValidationError({field: ["This parameter is required (comma-separated run ids)."]})
+    try:
+        ids = [int(p) for p in raw.split(",") if p.strip()]
+    except ValueError:
+        raise exceptions.ValidationError({field: ["must be comma-separated integers"]}) from None
+    if not ids:
+        raise exceptions.ValidationError({field: ["give at least one run id"]})
+    return list(dict.fromkeys(ids))
+
+
+class ReportViewSet(ServiceModelViewSet):
+    """Saved comparisons, plus ``compare`` (ad hoc) and ``export`` (CSV/XLSX/JSON)."""
+
+    queryset = Report.objects.select_related("team", "baseline").prefetch_related("runs").order_by("-created_at")
+    serializer_class = ReportSerializer
+    filterset_fields = ("name",)
+    search_fields = ("name", "description")
+    ordering_fields = ("name", "created_at", "updated_at")
+    action_capabilities = {"export": Capability.EXPORT, "compare": Capability.READ, "table": Capability.READ}
+
+    def do_create(self, *, team: Any, data: dict[str, Any]) -> Report:
+        return services.report_create(team=team, user=self.request.user, name=data.get("name", ""),
+                                      runs=list(data.get("runs") or []), baseline=data.get("baseline"),
+                                      description=data.get("description", ""), metrics=data.get("metrics"))
+
+    def do_update(self, *, instance: Report, data: dict[str, Any]) -> Report:
+        if "runs" in data:
+            data["runs"] = list(data["runs"])
+        return services.report_update(report=instance, user=self.request.user, **data)
+
+    def do_delete(self, *, instance: Report) -> None:
+        instance.delete()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("runs", str, required=True, description="Comma-separated run ids, e.g. 12,13,14"),
+            OpenApiParameter("baseline", int, description="Baseline run id (default: the first)"),
+            OpenApiParameter("metrics", str, description="Comma-separated metric names to keep"),
+            OpenApiParameter("fmt", str, enum=list(reports.EXPORT_FORMATS),
+                             description="Download instead (needs the export capability)"),
+        ],
+        responses=CompareResponseSerializer,
+    )
+    @action(detail=False, methods=["get"])
+    def compare(self, request: Request) -> Response | HttpResponse:
+        """Side-by-side table: metrics as rows, runs as columns, deltas vs the baseline."""
+        ids = _parse_ids(request.query_params.get("runs"), "runs")
+        runs = selectors.runs_by_ids(request, ids)
+        baseline_raw = request.query_params.get("baseline")
+        if baseline_raw:
+            try:
+                baseline_id = int(baseline_raw)
+            except ValueError:
+                raise exceptions.ValidationError({"baseline": ["must be a run id"]}) from None
+            baseline = selectors.runs_by_ids(request, [baseline_id], field="baseline")[0]
+        else:
+            baseline = runs[0]
+        metrics = [m for m in (request.query_params.get("metrics") or "").split(",") if m.strip()] or None
+        fmt = request.query_params.get("fmt")
+        if fmt:
+            for team_id in {r.team_id for r in [*runs, baseline]}:
+                require_capability(request, team_id, Capability.EXPORT)
+            return file_response(reports.export_compare(runs=runs, baseline=baseline, fmt=fmt, metrics=metrics))
+        return Response(reports.compare_runs(runs=runs, baseline=baseline, metrics=metrics))
+
+    @extend_schema(responses=CompareResponseSerializer)
+    @action(detail=True, methods=["get"])
+    def table(self, request: Request, pk: Any = None) -> Response:
+        """The saved report's comparison table (as ``compare``)."""
+        report = self.get_object()
+        return Response(reports.compare_runs(runs=list(report.runs.order_by("pk")), baseline=report.baseline,
+                                             metrics=report.metrics or None))
+
+    @extend_schema(parameters=[FMT_PARAM], responses={200: OpenApiResponse(description="file")})
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, pk: Any = None) -> HttpResponse:
+        report = self.get_object()
+        return file_response(reports.export_report(report=report, fmt=request.query_params.get("fmt", "csv")))
+
+
+class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """Scheduled re-evaluations of watched scenarios: what changed and how the figures moved."""
+
+    queryset = ReEvaluation.objects.select_related("scenario").order_by("-created_at", "-id")
+    serializer_class = ReEvaluationSerializer
+    filterset_fields = ("scenario", "delivery_status")
+    ordering_fields = ("created_at", "completed_at")
+
+
+class PreviewView(APIView):
+    """Synchronous quick prediction for live form estimates (no run is stored)."""
+
+    permission_classes = (IsAuthenticated,)
+
+    @extend_schema(request=PreviewRequestSerializer, responses=PreviewResponseSerializer)
+    def post(self, request: Request) -> Response:
+        if not visible_team_ids(request):
+            raise exceptions.PermissionDenied("You are not a member of any team.")
+        ser = PreviewRequestSerializer(data=request.data, context={"request": request})
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        version = data.get("catalog_version")
+        if data.get("scenario") is not None:
+            doc, resolved, values = planning.scenario_resolve(scenario=data["scenario"])
+            if version is not None:
+                values = planning.catalog_values(version=version)
+        else:
+            doc = json.loads(json.dumps(data["document"]))
+            values = planning.catalog_resolve(catalog=None, pinned_version=version)[1]
+        for path, value in (data.get("overrides") or {}).items():
+            if str(path).split(".")[0] not in planning.DOCUMENT_SECTIONS:
+                raise exceptions.ValidationError({f"overrides.{path}": ["unknown document section"]})
+            planning.set_path(doc, str(path), value)
+        return Response(services.preview(document=doc, catalog=values))

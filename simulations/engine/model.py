@@ -1,0 +1,472 @@
+"""The training performance model, written once as vectorised numpy over arrays of layouts.
+
+``evaluate(ctx, layouts)`` returns step time, FLOPs, memory and a breakdown for every layout at once;
+``predict`` calls it with arrays of length 1 and the search with every candidate, so the two can never
+disagree. Equations and the source of every constant: docs/performance-model.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from simulations.engine import hardware as hw
+from simulations.engine.hardware import GpuSpec
+from simulations.engine.scenario import Scenario
+
+Arr = npt.NDArray[np.float64]
+
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
+
+BYTES_ACT = 2.0  # bf16 activations and activation gradients
+
+
+@dataclass(frozen=True)
+class Context:
+    """Scalars of one scenario (model, batch, GPU, fabric) shared by every layout."""
+
+    layers: int
+    hidden: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    ffn: float
+    mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
+    vocab: float
+    seq: float
+    moe: bool
+    experts: float
+    top_k: float
+    expert_ffn: float
+    shared_experts: float
+    dense_layers: float
+    dense_ffn: float
+    global_batch: float
+    precision: str
+    tokens: float
+    gpus: float
+    gpn: float
+    gpu: GpuSpec
+    # fabric, per GPU
+    nic_bw_gpu: float  # bytes/s of NIC line rate per GPU x protocol efficiency
+    route_eff: float
+    leaf_nodes: float
+    pod_gpus: float
+    oversub: float
+    tiers: float
+    fabric: str
+
+    @property
+    def peak(self) -> float:
+        return self.gpu.peak(self.precision)
+
+    @property
+    def elem_bytes(self) -> float:
+        return 1.0 if self.precision == "fp8" and self.gpu.peak_fp8_flops is not None else 2.0
+
+
+def make_context(s: Scenario, gpu: GpuSpec) -> Context:
+    m, c, t = s.model, s.cluster, s.training
+    moe = m.moe
+    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF[c.fabric]
+    return Context(
+        layers=m.layers,
+        hidden=float(m.hidden),
+        heads=float(m.heads),
+        kv_heads=float(m.kv_heads),
+        head_dim=float(m.hidden // m.heads),
+        ffn=float(m.ffn_hidden),
+        mats=3.0 if m.gated_ffn else 2.0,
+        vocab=float(m.vocab),
+        seq=float(m.seq_len),
+        moe=moe is not None,
+        experts=float(moe.experts) if moe else 1.0,
+        top_k=float(moe.top_k) if moe else 1.0,
+        expert_ffn=float(moe.expert_ffn_hidden) if moe else 0.0,
+        shared_experts=float(moe.shared_experts) if moe else 0.0,
+        dense_layers=float(moe.dense_layers) if moe else float(m.layers),
+        dense_ffn=float(moe.dense_ffn_hidden) if moe else float(m.ffn_hidden),
+        global_batch=float(t.global_batch),
+        precision=t.precision,
+        tokens=t.tokens,
+        gpus=float(c.gpus),
+        gpn=float(min(c.gpus_per_node, c.gpus)),
+        gpu=gpu,
+        nic_bw_gpu=nic_bw,
+        route_eff=hw.ROUTING_EFF[c.routing],
+        leaf_nodes=hw.LEAF_NODES[c.topology],
+        pod_gpus=float(c.pod_gpus),
+        oversub=c.oversubscription,
+        tiers=float(c.tiers),
+        fabric=c.fabric,
+    )
+
+
+@dataclass
+class Layouts:
+    """Arrays (float64, equal length) of parallel layouts; recompute as codes 0/1/2, sp as 0/1."""
+
+    tp: Arr
+    pp: Arr
+    dp: Arr
+    cp: Arr
+    ep: Arr
+    vpp: Arr
+    mb: Arr
+    recompute: Arr
+    zero: Arr
+    sp: Arr
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    def take(self, idx: npt.NDArray[np.intp]) -> Layouts:
+        return Layouts(*(getattr(self, f)[idx] for f in LAYOUT_FIELDS))
+
+
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp")
+
+
+# ------------------------------------------------------------------------------------------ FLOP counts
+
+
+def flops_per_token(ctx: Context) -> dict[str, float]:
+    """Forward FLOPs per token (multiply-add = 2), non-causal attention convention (Megatron/PaLM MFU)."""
+    h, kvd = ctx.hidden, ctx.kv_heads * ctx.head_dim
+    attn_proj = 2.0 * h * (h + 2.0 * kvd) + 2.0 * h * h
+    attn_core = 4.0 * ctx.seq * h  # QK^T and AV
+    dense_ffn = 2.0 * ctx.mats * h * ctx.dense_ffn
+    if ctx.moe:
+        moe_ffn = 2.0 * ctx.mats * h * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) + 2.0 * h * ctx.experts
+        n_moe = ctx.layers - ctx.dense_layers
+    else:
+        moe_ffn = 0.0
+        n_moe = 0.0
+    n_dense = ctx.layers - n_moe
+    layers_fwd = ctx.layers * (attn_proj + attn_core) + n_dense * dense_ffn + n_moe * moe_ffn
+    logits = 2.0 * h * ctx.vocab
+    return {
+        "layers": layers_fwd,
+        "attn_core": ctx.layers * attn_core,
+        "logits": logits,
+        "forward": layers_fwd + logits,
+    }
+
+
+def step_flops(ctx: Context, recompute: Arr) -> tuple[float, Arr]:
+    """(model FLOPs per step, hardware FLOPs per step per layout): 3x forward, + recomputation."""
+    f = flops_per_token(ctx)
+    tokens = ctx.global_batch * ctx.seq
+    model = 3.0 * f["forward"] * tokens
+    extra = np.where(recompute >= 2, f["layers"], np.where(recompute >= 1, f["attn_core"], 0.0))
+    return model, model + extra * tokens
+
+
+def params_per_layer(ctx: Context) -> tuple[float, float, float]:
+    """(attention params, dense-FFN params, MoE-FFN params: experts, shared+router) per layer."""
+    h = ctx.hidden
+    attn = 2.0 * h * h + 2.0 * h * ctx.kv_heads * ctx.head_dim
+    dense = ctx.mats * h * ctx.dense_ffn
+    return attn, dense, ctx.mats * h * ctx.expert_ffn
+
+
+def total_params(ctx: Context) -> float:
+    attn, dense, expert = params_per_layer(ctx)
+    n_moe = ctx.layers - ctx.dense_layers if ctx.moe else 0.0
+    moe = ctx.experts * expert + ctx.shared_experts * expert + ctx.hidden * ctx.experts
+    return ctx.layers * attn + (ctx.layers - n_moe) * dense + n_moe * moe + 2.0 * ctx.vocab * ctx.hidden
+
+
+# ----------------------------------------------------------------------------------------- kernel times
+
+
+def _gemm_time(ctx: Context, m: Arr, k: Arr, n: Arr, count: Arr | float = 1.0) -> Arr:
+    """Time of ``count`` GEMMs (m x k) @ (k x n) per GPU: smooth roofline with a fixed per-kernel cost.
+
+    efficiency = eff_max / sqrt(1 + (ridge / intensity)^2): near eff_max for large matrices, bandwidth
+    bound for thin ones (small per-GPU matrices at high TP or small micro-batches).
+    """
+    b = ctx.elem_bytes
+    eff = ctx.gpu.gemm_eff(ctx.precision)
+    rate = ctx.peak * eff
+    flops = 2.0 * m * k * n
+    bytes_ = b * (m * k + k * n) + 2.0 * m * n  # outputs stay bf16
+    intensity = flops / bytes_
+    ridge = rate / ctx.gpu.hbm_bw
+    t = flops / rate * np.sqrt(1.0 + (ridge / intensity) ** 2)
+    return count * (t + hw.KERNEL_OVERHEAD_S)
+
+
+def _mem_time(ctx: Context, nbytes: Arr) -> Arr:
+    return nbytes / (ctx.gpu.hbm_bw * hw.HBM_EFF)
+
+
+@dataclass
+class Collectives:
+    ctx: Context
+
+    def _nvl(self, kind: str) -> float:
+        g = self.ctx.gpu
+        return g.nvlink_uni_bw * (g.nvlink_ar_eff if kind == "ar" else g.nvlink_ring_eff)
+
+    def _fabric_factor(self, nodes: Arr, span_gpus: Arr) -> Arr:
+        """Slow-down of NIC traffic from leaving the leaf (routing) and crossing the oversubscribed tier."""
+        c = self.ctx
+        up = np.where(nodes > c.leaf_nodes, 1.0 - c.leaf_nodes / np.maximum(nodes, 1.0), 0.0)
+        cross = np.where(span_gpus > c.pod_gpus, 1.0 - c.pod_gpus / np.maximum(span_gpus, 1.0), 0.0)
+        return (1.0 - up) + (up - cross) / c.route_eff + cross * c.oversub / c.route_eff
+
+    def _net_alpha(self, nodes: Arr) -> Arr:
+        c = self.ctx
+        switches = np.where(nodes > c.leaf_nodes, 2.0 * c.tiers - 1.0, 1.0)
+        return hw.NET_BASE_LATENCY_S[c.fabric] + switches * hw.SWITCH_LATENCY_S[c.fabric]
+
+    def time(self, kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
+        """Time of one collective of ``kind`` (ar, ag, rs, a2a) over ``n`` ranks spaced ``stride`` apart.
+
+        ``nbytes``: full buffer per rank (reduced tensor for ar/rs, gathered output for ag, send buffer
+        for a2a). Bus-bandwidth model: ar moves 2(n-1)/n of it, ag/rs/a2a (n-1)/n.
+        """
+        c = self.ctx
+        n = np.maximum(n, 1.0)
+        k = np.clip(c.gpn / stride, 1.0, n)  # ranks of the group per node
+        nodes = n / k
+        span = n * stride
+        nvl = self._nvl(kind)
+        inter = nodes > 1.0
+        factor = self._fabric_factor(nodes, span)
+        nic = k * c.nic_bw_gpu / factor  # each rank drives its own NIC; k ranks of a node share the ring
+        frac = np.where(n > 1, (n - 1.0) / n, 0.0)
+        vol = nbytes * frac * (2.0 if kind == "ar" else 1.0)
+        alpha = self._net_alpha(nodes)
+        if kind == "a2a":
+            t_intra = nbytes * (k - 1.0) / n / nvl
+            t_inter = nbytes * (n - k) / n / (c.nic_bw_gpu / factor)
+            bw_t = np.maximum(t_intra, t_inter)
+            lat = np.where(inter, alpha * np.log2(np.maximum(nodes, 2.0)), hw.NVLINK_LATENCY_S) + (n - 1.0) * 0.1e-6
+        else:
+            bw = np.where(inter, np.minimum(nic, nvl), nvl)
+            bw_t = vol / bw
+            steps_ring = (n - 1.0) * (2.0 if kind == "ar" else 1.0)
+            if kind == "ar":  # NCCL picks tree (log depth across nodes) when it is faster
+                steps_net = np.minimum(steps_ring, 2.0 * np.log2(np.maximum(nodes, 1.0)) + 2.0 * (k - 1.0))
+            else:
+                steps_net = steps_ring
+            lat = np.where(inter, steps_net * alpha, steps_ring * hw.NVLINK_LATENCY_S)
+        return np.where(n > 1.0, bw_t + lat, 0.0)
+
+    def p2p(self, nbytes: Arr, stride: Arr) -> Arr:
+        c = self.ctx
+        inter = stride >= c.gpn
+        nodes_apart = stride / c.gpn
+        factor = self._fabric_factor(np.where(inter, nodes_apart + 1.0, 1.0), stride + 1.0)
+        t_net = nbytes / (c.nic_bw_gpu / factor) + self._net_alpha(nodes_apart + 1.0)
+        t_nvl = nbytes / self.ctx.gpu.nvlink_uni_bw / self.ctx.gpu.nvlink_ring_eff + hw.NVLINK_LATENCY_S
+        return np.where(inter, t_net, t_nvl)
+
+
+# -------------------------------------------------------------------------------------------- evaluate
+
+
+def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
+    """Step time, FLOPs, memory and breakdown for every layout (all arrays of len(lay))."""
+    tp, pp, dp, cp, ep, vpp = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp
+    mb, rc, zero, sp = lay.mb, lay.recompute, lay.zero, lay.sp
+    h, s, f_d = ctx.hidden, ctx.seq, ctx.dense_ffn
+    kvd = ctx.kv_heads * ctx.head_dim
+    gpu = ctx.gpu
+    coll = Collectives(ctx)
+
+    m_tok = mb * s / cp  # tokens per micro-batch per GPU
+    n_micro = ctx.global_batch / (dp * mb)
+    sp_div = np.where(sp > 0, tp, 1.0)  # sequence parallelism shards the non-TP regions
+    kv_local = kvd / np.minimum(tp, ctx.kv_heads)
+
+    # ---- per-layer compute (forward), one micro-batch, one GPU
+    ones = np.ones_like(tp)
+    t_attn_gemm = _gemm_time(ctx, m_tok, h * ones, (h / tp + 2.0 * kv_local)) + _gemm_time(ctx, m_tok, h / tp, h * ones)
+    attn_flops = 4.0 * m_tok * s * h / tp
+    attn_rate = gpu.peak_bf16_flops * gpu.attn_eff  # attention runs in bf16 also in fp8 training
+    t_attn_core = hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + 2.0 * hw.KERNEL_OVERHEAD_S
+
+    def ffn_time(ffn: float, tokens: Arr, count: Arr | float = 1.0) -> Arr:
+        return _gemm_time(ctx, tokens, h * ones, (ctx.mats - 1.0) * ffn / tp, count) + _gemm_time(
+            ctx, tokens, ffn / tp, h * ones, count
+        )
+
+    t_dense_ffn = ffn_time(f_d, m_tok)
+    # elementwise traffic per token, forward: 2 layernorms (read+write h), 2 dropout+residual adds
+    # (read 2h, write h, mask h), FFN activation (gelu: read+write f; swiglu: read 2f, write f)
+    rep_elems = 12.0 * h / sp_div
+    act_elems_dense = (ctx.mats) * f_d / tp
+    fp8_extra = np.where(ctx.elem_bytes < 2.0, 1.5 * (h + f_d) / tp, 0.0)  # casts of O-proj/FFN2 inputs
+    t_ew_dense = _mem_time(ctx, m_tok * (BYTES_ACT * (rep_elems + act_elems_dense) + fp8_extra)) + 6.0 * hw.KERNEL_OVERHEAD_S
+
+    if ctx.moe:
+        n_moe = ctx.layers - ctx.dense_layers
+        tok_expert = m_tok * ep * ctx.top_k / ctx.experts  # tokens per local expert
+        t_moe_ffn = ffn_time(ctx.expert_ffn, tok_expert, ctx.experts / ep)
+        if ctx.shared_experts > 0:
+            t_moe_ffn = t_moe_ffn + ffn_time(ctx.expert_ffn * ctx.shared_experts, m_tok)
+        t_moe_ffn = t_moe_ffn + _gemm_time(ctx, m_tok, h * ones, ctx.experts * ones)  # router
+        act_moe = ctx.mats * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) / tp
+        t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe + 2.0 * ctx.top_k * h / sp_div))
+    else:
+        n_moe = 0.0
+        t_moe_ffn = np.zeros_like(tp)
+        t_ew_moe = np.zeros_like(tp)
+    frac_moe = n_moe / ctx.layers
+
+    t_gemm_fwd = t_attn_gemm + (1.0 - frac_moe) * t_dense_ffn + frac_moe * t_moe_ffn
+    t_ew_fwd = (1.0 - frac_moe) * t_ew_dense + frac_moe * t_ew_moe
+    # backward: 2x GEMM FLOPs (dgrad + wgrad), attention backward 2.5x forward (FlashAttention-2), 2x traffic
+    t_layer_fwd = t_gemm_fwd + t_attn_core + t_ew_fwd
+    t_layer_bwd = 2.0 * t_gemm_fwd + 2.5 * t_attn_core + 2.0 * t_ew_fwd
+    t_layer_rc = np.where(rc >= 2, t_layer_fwd, np.where(rc >= 1, t_attn_core, 0.0))
+
+    # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
+    # 2 more when the forward is recomputed (full recompute)
+    act_bytes = m_tok * h * BYTES_ACT
+    t_ar = coll.time("ar", act_bytes, tp, ones)
+    n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)
+    t_tp_layer = n_tp * t_ar * (1.0 - hw.TP_OVERLAP)
+
+    # ---- CP: all-gather K,V forward, all-gather + reduce-scatter of dK,dV backward (ring attention),
+    # overlapped with the attention core it feeds
+    kv_bytes = mb * s * 2.0 * kv_local * BYTES_ACT
+    t_cp_raw = 3.0 * coll.time("ag", kv_bytes, cp, tp)
+    t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core * 3.5))
+    t_cp_layer = np.where(cp > 1, np.maximum(t_cp_layer, 0.1 * t_cp_raw), 0.0)
+
+    # ---- EP: dispatch + combine all-to-all forward and backward (+ forward again with full recompute)
+    if ctx.moe:
+        a2a_bytes = m_tok / sp_div * ctx.top_k * h * BYTES_ACT
+        n_a2a = 4.0 + np.where(rc >= 2, 2.0, 0.0)
+        t_ep_layer = frac_moe * n_a2a * coll.time("a2a", a2a_bytes, ep, tp)
+    else:
+        t_ep_layer = np.zeros_like(tp)
+
+    # ---- bottleneck pipeline stage: ceil(L/pp) layers, or the even share of layers + logits when the
+    # framework balances the output layer by giving the last stage fewer layers (Llama 3 did so)
+    layers_stage = np.ceil(ctx.layers / (pp * vpp)) * vpp
+    t_logit_gemm = _gemm_time(ctx, m_tok, h * ones, ctx.vocab / tp)
+    t_ce = _mem_time(ctx, m_tok * ctx.vocab / tp * 4.0 * 4.0)  # fp32 logits: softmax, loss, grad passes
+    t_logits = 3.0 * t_logit_gemm + t_ce
+    t_layer_total = t_layer_fwd + t_layer_bwd + t_layer_rc
+    comm_layer = t_tp_layer + t_cp_layer + t_ep_layer
+    t_layer_all = t_layer_total + comm_layer
+    stage_time = np.maximum(layers_stage * t_layer_all, (ctx.layers * t_layer_all + t_logits) / pp)
+    stage_share = stage_time / np.maximum(ctx.layers * t_layer_all + t_logits, 1e-30)  # of the whole model
+    t_compute_mb = stage_share * (ctx.layers * t_layer_total + t_logits)
+    t_tp_mb = stage_share * ctx.layers * t_tp_layer
+    t_cp_mb = stage_share * ctx.layers * t_cp_layer
+    t_ep_mb = stage_share * ctx.layers * t_ep_layer
+
+    # ---- PP point-to-point: activation forward, gradient backward, per virtual stage
+    # Megatron scatter/gather: each TP rank sends 1/tp of the activation, then all-gathers over NVLink
+    p2p_bytes = m_tok * h * BYTES_ACT / tp
+    t_pp_mb = np.where(pp > 1, 2.0 * vpp * coll.p2p(p2p_bytes, tp * cp * dp), 0.0)
+
+    # ---- parameters and DP / ZeRO
+    attn_p, dense_p, expert_p = params_per_layer(ctx)
+    moe_p_gpu = (ctx.experts / ep + ctx.shared_experts) * expert_p / tp + h * ctx.experts
+    layer_p_gpu = attn_p / tp + (1.0 - frac_moe) * dense_p / tp + frac_moe * moe_p_gpu
+    emb_p_gpu = ctx.vocab * h / tp * np.where(pp > 1, 1.0, 2.0)
+    params_gpu = layers_stage * layer_p_gpu + emb_p_gpu
+    dpc = dp * cp  # gradients are reduced over data x context parallel ranks
+    grad_bytes = np.where(zero >= 3, 2.0, 4.0)  # fp32 grad reduction (Megatron); bf16 in FSDP
+    t_grad = np.where(zero >= 1, coll.time("rs", params_gpu * grad_bytes, dpc, tp),
+                      coll.time("ar", params_gpu * grad_bytes, dpc, tp))
+    t_pgather = np.where(zero >= 1, coll.time("ag", params_gpu * 2.0, dpc, tp), 0.0)
+    bucket = np.minimum(1.0, hw.DP_BUCKET_PARAMS / np.maximum(params_gpu, 1.0))
+    t_fwd_mb = stage_share * ctx.layers * (t_layer_fwd + 0.5 * comm_layer)
+    t_bwd_mb = stage_share * ctx.layers * (t_layer_bwd + t_layer_rc + 0.5 * comm_layer)
+    exposed_grad = np.maximum(t_grad - t_bwd_mb, bucket * t_grad)
+    exposed_pg = np.maximum(t_pgather - t_fwd_mb, bucket * t_pgather)
+    # ZeRO-3 / FSDP: parameters gathered for forward and backward and gradients reduce-scattered on every
+    # micro-batch, overlapped layer by layer with that micro-batch's compute
+    z3_mb = 2.0 * coll.time("ag", params_gpu * 2.0, dpc, tp) + coll.time("rs", params_gpu * 2.0, dpc, tp)
+    z3_exposed_mb = np.where(zero >= 3, np.maximum(0.0, z3_mb - t_compute_mb) + bucket * z3_mb / 3.0, 0.0)
+    dp_exposed = np.where(dpc > 1, np.where(zero >= 3, 0.0, exposed_grad + exposed_pg), 0.0)
+
+    # ---- optimizer (memory bound), sharded by ZeRO >= 1
+    opt_params = params_gpu / np.where(zero >= 1, dpc, 1.0)
+    t_opt = _mem_time(ctx, opt_params * hw.OPTIMIZER_BYTES_PER_PARAM)
+
+    # ---- pipeline schedule: 1F1B / interleaved 1F1B, bubble (pp-1)/vpp micro-batch slots
+    # ---- interference: collectives hidden behind compute still take SMs and HBM bandwidth from it
+    tp_hidden_mb = stage_share * ctx.layers * n_tp * t_ar * hw.TP_OVERLAP
+    cp_hidden_mb = stage_share * ctx.layers * np.where(cp > 1, t_cp_raw - t_cp_layer, 0.0)
+    z3_hidden_mb = np.where(zero >= 3, np.minimum(z3_mb, t_compute_mb), 0.0)
+    dp_hidden = np.where((dpc > 1) & (zero < 3), (t_grad - exposed_grad) + (t_pgather - exposed_pg), 0.0)
+    interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + cp_hidden_mb + z3_hidden_mb)
+    interf_dp = hw.OVERLAP_INTERFERENCE * np.maximum(dp_hidden, 0.0)
+
+    t_mb = t_compute_mb + interf_mb + t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + z3_exposed_mb
+    bubble = (pp - 1.0) / vpp * t_mb
+    step = n_micro * t_mb + bubble + dp_exposed + interf_dp + t_opt
+
+    # ---- memory per GPU (bottleneck = first stage, which holds the most in-flight micro-batches)
+    w_bytes = 2.0  # bf16 weights (fp8 casts are transient per layer); fp32 main grads; fp32 Adam states
+    shard = np.where(zero >= 1, dpc, 1.0)
+    states = params_gpu * (
+        w_bytes / np.where(zero >= 3, dpc, 1.0)
+        + 4.0 / np.where(zero >= 2, dpc, 1.0)
+        + 12.0 / shard
+    )
+    zero3_buffers = np.where(zero >= 3, 3.0 * layer_p_gpu * 2.0, 0.0)
+    # activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE;
+    # attention scores are never stored (fused FlashAttention-style kernel), so no 5as^2 term)
+    rep_act = 10.0 * h
+    ffn_act_dense = (4.0 if ctx.mats == 2.0 else 6.0) * f_d
+    ffn_act_moe = (4.0 if ctx.mats == 2.0 else 6.0) * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) + 4.0 * ctx.top_k * h
+    shard_act = 4.0 * h + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
+    act_layer_tok = rep_act / sp_div + shard_act / tp
+    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div, act_layer_tok)
+    act_stage_mb = m_tok * layers_stage * per_layer_full
+    working = np.where(rc >= 2, m_tok * act_layer_tok, 0.0)
+    in_flight = np.minimum(pp, n_micro) * np.where(vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    logits_mem = m_tok * ctx.vocab / tp * 4.0 * 2.0
+    act_mem = act_stage_mb * in_flight + working + np.where(pp > 1, 0.0, logits_mem)
+    mem = states + zero3_buffers + act_mem
+    usable = gpu.hbm_bytes * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
+    # last stage also holds the logits
+    last_stage = np.where(pp > 1, states + zero3_buffers + m_tok * layers_stage * per_layer_full + logits_mem, 0.0)
+    mem = np.maximum(mem, last_stage)
+
+    model_flops, hw_flops = step_flops(ctx, rc)
+    tokens_step = ctx.global_batch * ctx.seq
+    net = n_micro * (t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + z3_exposed_mb) + dp_exposed + interf_dp
+    return {
+        "step_time_s": step,
+        "tokens_per_s": tokens_step / step,
+        "model_flops": model_flops * ones,
+        "hardware_flops": hw_flops,
+        "memory_bytes": mem,
+        "fits": (mem <= usable).astype(np.float64),
+        "network_wait_fraction": net / step,
+        "compute": n_micro * (t_compute_mb + interf_mb),
+        "tp_comm": n_micro * t_tp_mb,
+        "cp_comm": n_micro * t_cp_mb,
+        "ep_comm": n_micro * t_ep_mb,
+        "pp_comm": n_micro * t_pp_mb,
+        "pp_bubble": bubble,
+        "dp_comm_exposed": dp_exposed + interf_dp + n_micro * z3_exposed_mb,
+        "optimizer": t_opt,
+    }
+
+
+BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer")
+
+
+def usable_memory_bytes(gpu: GpuSpec) -> float:
+    return gpu.hbm_bytes * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
+
+
+def divisors(n: int) -> list[int]:
+    out = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(out + [n // d for d in out]))

@@ -1,0 +1,303 @@
+"""Public entry points of the training performance engine: ``predict`` and ``search``.
+
+Both build arrays of candidate layouts and call the one vectorised model in
+:mod:`simulations.engine.model`; ``predict`` on a fully specified layout evaluates an array of length 1.
+Settings given as ``"auto"`` are searched; the fastest layout that fits in memory wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simulations.engine.catalog import Catalog
+from simulations.engine.hardware import gpu_spec
+from simulations.engine.model import (
+    BREAKDOWN_KEYS,
+    LAYOUT_FIELDS,
+    RECOMPUTE_CODES,
+    RECOMPUTE_NAMES,
+    Arr,
+    Context,
+    Layouts,
+    divisors,
+    evaluate,
+    make_context,
+)
+from simulations.engine.scenario import Scenario, ScenarioError, parse_scenario
+
+MAX_TP = 64
+MAX_CP = 32
+MAX_MICRO_BATCH = 128
+MAX_VPP = 16
+
+
+@dataclass
+class Result:
+    """Prediction for one layout. Times in seconds, rates per second, memory in GB (1e9 bytes)."""
+
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    memory_gb_per_gpu: float
+    memory_limit_gb: float
+    fits: bool
+    time_to_train_days: float
+    gpu_hours: float
+    network_wait_fraction: float
+    breakdown_s: dict[str, float]
+    parallelism: dict[str, Any]
+    gpu: str = ""
+    gpus: int = 0
+    precision: str = "bf16"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "memory_gb_per_gpu": self.memory_gb_per_gpu,
+            "memory_limit_gb": self.memory_limit_gb,
+            "fits": self.fits,
+            "time_to_train_days": self.time_to_train_days,
+            "gpu_hours": self.gpu_hours,
+            "network_wait_fraction": self.network_wait_fraction,
+            "breakdown_s": dict(self.breakdown_s),
+            "parallelism": dict(self.parallelism),
+            "gpu": self.gpu,
+            "gpus": self.gpus,
+            "precision": self.precision,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Alternative:
+    result: Result
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.result.to_dict()
+        d["why_it_loses"] = self.why
+        return d
+
+
+@dataclass
+class SearchResult(Result):
+    alternatives: list[Alternative] = field(default_factory=list)
+    candidates_evaluated: int = 0
+    candidates_feasible: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["alternatives"] = [a.to_dict() for a in self.alternatives]
+        d["candidates_evaluated"] = self.candidates_evaluated
+        d["candidates_feasible"] = self.candidates_feasible
+        return d
+
+
+# ------------------------------------------------------------------------------------------- candidates
+
+
+def _cross(base: dict[str, Arr], name: str, options: Arr) -> dict[str, Arr]:
+    """Cartesian product of the rows in ``base`` with ``options`` for a new column ``name``."""
+    n = len(next(iter(base.values()))) if base else 1
+    out = {k: np.repeat(v, len(options)) for k, v in base.items()}
+    out[name] = np.tile(options.astype(np.float64), n)
+    return out
+
+
+def _filter(base: dict[str, Arr], keep: npt.NDArray[np.bool_]) -> dict[str, Arr]:
+    return {k: v[keep] for k, v in base.items()}
+
+
+def _opts(value: int | None, auto: list[int]) -> Arr:
+    return np.asarray([value] if value is not None else auto, dtype=np.float64)
+
+
+def candidate_layouts(s: Scenario) -> Layouts:
+    """Every layout allowed by the scenario: fixed settings as given, "auto" ones enumerated."""
+    m, t, p, c = s.model, s.training, s.parallelism, s.cluster
+    gpus = c.gpus
+    gdiv = divisors(gpus)
+    tp_auto = [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0]
+    pp_auto = [d for d in gdiv if d <= m.layers]
+    cp_auto = [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP]
+    base: dict[str, Arr] = {"tp": _opts(p.tp, tp_auto)}
+    base = _cross(base, "pp", _opts(p.pp, pp_auto))
+    base = _cross(base, "cp", _opts(p.cp, cp_auto))
+    prod = base["tp"] * base["pp"] * base["cp"]
+    base = _filter(base, np.mod(gpus, prod) == 0)
+    base["dp"] = gpus / (base["tp"] * base["pp"] * base["cp"])
+    if p.dp is not None:
+        base = _filter(base, base["dp"] == p.dp)
+    base = _filter(base, np.mod(t.global_batch, base["dp"]) == 0)
+    if m.moe is not None:
+        ep_auto = [d for d in divisors(m.moe.experts) if d <= gpus]
+        base = _cross(base, "ep", _opts(p.ep, ep_auto))
+        base = _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
+    else:
+        base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, [1]))
+    base = _cross(base, "vpp", _opts(p.vpp, list(range(1, MAX_VPP + 1))))
+    per_stage = np.ceil(m.layers / base["pp"])
+    ok = (base["pp"] * base["vpp"] <= m.layers) & ((base["pp"] > 1) | (base["vpp"] == 1))
+    if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
+        ok &= np.mod(per_stage, base["vpp"]) == 0
+    base = _filter(base, ok)
+    mb_auto = [d for d in divisors(t.global_batch) if d <= MAX_MICRO_BATCH]
+    base = _cross(base, "mb", _opts(t.micro_batch, mb_auto))
+    base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
+    rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
+    base = _cross(base, "recompute", _opts(rc, [0, 1, 2]))
+    base = _cross(base, "zero", _opts(t.zero, [0, 1, 2, 3]))
+    if p.sequence_parallel is None:
+        base["sp"] = (base["tp"] > 1).astype(np.float64)
+    else:
+        base["sp"] = np.full_like(base["tp"], 1.0 if p.sequence_parallel else 0.0)
+    if len(base["tp"]) == 0:
+        raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
+                            "global_batch divisible by dp*micro_batch, pp*vpp <= layers)")
+    return Layouts(**{k: base[k] for k in LAYOUT_FIELDS})
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: int) -> Result:
+    gpus = float(s.cluster.gpus)
+    step = float(out["step_time_s"][i])
+    tps = float(out["tokens_per_s"][i])
+    model_tf = float(out["model_flops"][i]) / step / gpus
+    hw_tf = float(out["hardware_flops"][i]) / step / gpus
+    peak = ctx.peak
+    train_s = s.training.tokens / tps
+    notes: list[str] = []
+    if s.training.precision == "fp8" and ctx.gpu.peak_fp8_flops is None:
+        notes.append(f"{s.cluster.gpu} has no fp8 tensor cores; bf16 peak used")
+    fits = bool(out["fits"][i] > 0.5)
+    if not fits:
+        notes.append("does not fit in GPU memory with this layout")
+    par = {
+        "tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
+        "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i] > 0.5),
+        "micro_batch": int(lay.mb[i]), "recompute": RECOMPUTE_NAMES[int(lay.recompute[i])],
+        "zero": int(lay.zero[i]),
+    }
+    return Result(
+        step_time_s=step,
+        tokens_per_s=tps,
+        tokens_per_s_per_gpu=tps / gpus,
+        model_tflops_per_gpu=model_tf / 1e12,
+        hardware_tflops_per_gpu=hw_tf / 1e12,
+        mfu=model_tf / peak,
+        hfu=hw_tf / peak,
+        memory_gb_per_gpu=float(out["memory_bytes"][i]) / 1e9,
+        memory_limit_gb=_usable_gb(ctx),
+        fits=fits,
+        time_to_train_days=train_s / 86400.0,
+        gpu_hours=train_s * gpus / 3600.0,
+        network_wait_fraction=float(out["network_wait_fraction"][i]),
+        breakdown_s={k: float(out[k][i]) for k in BREAKDOWN_KEYS},
+        parallelism=par,
+        gpu=s.cluster.gpu,
+        gpus=s.cluster.gpus,
+        precision=s.training.precision,
+        notes=notes,
+    )
+
+
+def _usable_gb(ctx: Context) -> float:
+    from simulations.engine.model import usable_memory_bytes
+
+    return usable_memory_bytes(ctx.gpu) / 1e9
+
+
+_LABELS = {
+    "compute": "compute", "tp_comm": "tensor-parallel communication", "cp_comm": "context-parallel communication",
+    "ep_comm": "expert all-to-all", "pp_comm": "pipeline send/recv", "pp_bubble": "pipeline bubble",
+    "dp_comm_exposed": "exposed data-parallel communication", "optimizer": "optimizer step",
+}
+
+
+def _why(best: Result, alt: Result) -> str:
+    diff = {k: alt.breakdown_s[k] - best.breakdown_s[k] for k in BREAKDOWN_KEYS}
+    key = max(diff, key=lambda k: diff[k])
+    pct = (alt.step_time_s / best.step_time_s - 1.0) * 100.0
+    if pct <= 0.05:
+        return "ties with the chosen layout within 0.05%; the chosen one uses less memory or sorts first"
+    return (
+        f"{pct:.1f}% slower: {_LABELS[key]} {alt.breakdown_s[key]:.3g} s vs {best.breakdown_s[key]:.3g} s per step"
+    )
+
+
+def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None) -> tuple[Scenario, Context]:
+    s = parse_scenario(scenario, catalog)
+    ctx = make_context(s, gpu_spec(s.cluster.gpu, catalog))
+    return s, ctx
+
+
+def _rank(out: dict[str, Arr]) -> tuple[npt.NDArray[np.intp], int]:
+    """Indices sorted fits-first then by step time (then less memory); and the count that fit."""
+    fits = out["fits"] > 0.5
+    order = np.lexsort((out["memory_bytes"], out["step_time_s"], ~fits))
+    return order.astype(np.intp), int(fits.sum())
+
+
+def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None) -> SearchResult:
+    """Fastest layout that fits, over every setting marked "auto" (a fixed scenario has one candidate).
+
+    Returns the winner plus ``top_k`` runners-up, each with the reason it loses.
+    """
+    s, ctx = _prepare(scenario, catalog)
+    lay = candidate_layouts(s)
+    out = evaluate(ctx, lay)
+    order, n_fit = _rank(out)
+    best = _result_at(s, ctx, lay, out, int(order[0]))
+    if n_fit == 0:
+        best.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+    alts: list[Alternative] = []
+    limit = n_fit if n_fit > 0 else len(order)
+    for j in order[1: min(limit, top_k + 1)]:
+        r = _result_at(s, ctx, lay, out, int(j))
+        alts.append(Alternative(r, _why(best, r)))
+    return SearchResult(
+        **{k: getattr(best, k) for k in Result.__dataclass_fields__},
+        alternatives=alts,
+        candidates_evaluated=len(lay),
+        candidates_feasible=n_fit,
+    )
+
+
+def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Result:
+    """Predict one training run. "auto" settings are resolved by the search (the fastest layout that fits)."""
+    s, ctx = _prepare(scenario, catalog)
+    lay = candidate_layouts(s)
+    out = evaluate(ctx, lay)
+    if len(lay) == 1:
+        return _result_at(s, ctx, lay, out, 0)
+    order, n_fit = _rank(out)
+    r = _result_at(s, ctx, lay, out, int(order[0]))
+    if n_fit == 0:
+        r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+    return r
+
+
+def evaluate_layouts(scenario: Mapping[str, Any] | Scenario, layouts: Layouts,
+                     catalog: Catalog | None = None) -> dict[str, Arr]:
+    """Raw vectorised evaluation of arbitrary layouts (benchmarks, analysis)."""
+    _, ctx = _prepare(scenario, catalog)
+    return evaluate(ctx, layouts)

@@ -1,0 +1,356 @@
+"""Ranges, Monte Carlo and one-at-a-time (tornado) sensitivity for :func:`simulations.engine.tco.tco`.
+
+Any number under ``costs``, ``cluster`` or ``training`` may be written as a range::
+
+    {"low": 0.06, "likely": 0.08, "high": 0.12, "dist": "pert"}     # dist optional: triangular (default) | pert
+
+``likely`` defaults to the midpoint. The deterministic result uses ``likely``.
+
+Monte Carlo (vectorized)
+------------------------
+* Cost inputs (everything under ``costs``: prices, energy, facility, finance, goodput) are drawn as numpy arrays
+  and pushed through the same cost and goodput equations as the deterministic path, in one pass.
+* Performance-affecting inputs (``cluster.*``, ``training.*``) need :func:`predict` and fabric sizing, which are
+  scalar. Each such input is discretised into ``m`` equal-probability bins (by rank of its samples); every bin is
+  represented by the median of its samples (rounded for integer inputs) and the pipeline runs once per distinct
+  combination of bins that occurs (at most ``MAX_PERF_POINTS``; ``m`` shrinks as the number of such inputs grows).
+  Samples are then grouped by combination and priced vectorized. With no performance ranges, predict runs once.
+
+Sensitivity: each ranged input (explicit ranges, plus catalog default ranges for the main prices and facility
+figures the scenario does not pin) is set to its low and high value with all others at ``likely``; the run cost
+(``$ per run``) swing ranks them, largest first (tornado order).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simulations.engine.catalog import Catalog
+from simulations.engine.scenario import ScenarioError
+
+RANGE_KEYS = {"low", "likely", "high", "dist"}
+DISTRIBUTIONS = ("triangular", "pert")
+SECTIONS = ("costs", "cluster", "training")
+PERF_SECTIONS = ("cluster", "training")
+MAX_PERF_POINTS = 125
+UNCERTAINTY_KEYS = {"distribution", "samples", "seed", "bins"}
+
+Arr = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Range:
+    path: tuple[str, ...]
+    low: float
+    likely: float
+    high: float
+    dist: str
+    integer: bool
+
+    @property
+    def field(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def affects_performance(self) -> bool:
+        return self.path[0] in PERF_SECTIONS
+
+    def value(self, x: float) -> float | int:
+        return round(x) if self.integer else float(x)
+
+
+def is_range(value: Any) -> bool:
+    return isinstance(value, Mapping) and "low" in value and "high" in value and set(value) <= RANGE_KEYS
+
+
+def _num(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+        raise ScenarioError(field, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: str = "triangular") -> Range:
+    field = ".".join(path)
+    low = _num(value["low"], f"{field}.low")
+    high = _num(value["high"], f"{field}.high")
+    likely = _num(value["likely"], f"{field}.likely") if "likely" in value else (low + high) / 2.0
+    if low > high:
+        raise ScenarioError(field, f"range low {low:g} > high {high:g}")
+    if not low <= likely <= high:
+        raise ScenarioError(field, f"likely {likely:g} is outside [{low:g}, {high:g}]")
+    if low < 0:
+        raise ScenarioError(field, f"must be >= 0, got low {low:g}")
+    dist = value.get("dist", default_dist)
+    if dist not in DISTRIBUTIONS:
+        raise ScenarioError(f"{field}.dist", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+    integer = all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+                  for k in ("low", "high") if k in value) and isinstance(value.get("likely", 0), int)
+    return Range(path, low, likely, high, str(dist), integer)
+
+
+def _default_dist(scenario: Mapping[str, Any]) -> str:
+    unc = scenario.get("uncertainty") or {}
+    if not isinstance(unc, Mapping):
+        raise ScenarioError("uncertainty", "must be an object")
+    for key in unc:
+        if key not in UNCERTAINTY_KEYS:
+            raise ScenarioError(f"uncertainty.{key}", f"unknown key; allowed: {', '.join(sorted(UNCERTAINTY_KEYS))}")
+    dist = unc.get("distribution", "triangular")
+    if dist not in DISTRIBUTIONS:
+        raise ScenarioError("uncertainty.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+    return str(dist)
+
+
+def find_ranges(scenario: Mapping[str, Any]) -> dict[str, Range]:
+    """Every range under costs/cluster/training, validated, keyed by dotted field name."""
+    default = _default_dist(scenario)
+    found: dict[str, Range] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if is_range(node):
+            r = parse_range(node, path, default)
+            found[r.field] = r
+        elif isinstance(node, Mapping):
+            for key, child in node.items():
+                walk(child, (*path, str(key)))
+
+    for section in SECTIONS:
+        if section in scenario and scenario[section] is not None:
+            walk(scenario[section], (section,))
+    return found
+
+
+def set_path(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = doc
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = dict(child) if isinstance(child, Mapping) else {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def get_path(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _plain(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(dict(doc))
+
+
+def likely_scenario(scenario: Mapping[str, Any], ranges: Mapping[str, Range] | None = None) -> dict[str, Any]:
+    """A copy of ``scenario`` with every range replaced by its ``likely`` value."""
+    ranges = find_ranges(scenario) if ranges is None else ranges
+    doc = _plain(scenario)
+    for r in ranges.values():
+        set_path(doc, r.path, r.value(r.likely))
+    return doc
+
+
+def sample(r: Range, n: int, rng: np.random.Generator) -> Arr:
+    """``n`` draws from a triangular or PERT distribution over [low, high] with mode ``likely``."""
+    if r.high <= r.low:
+        return np.full(n, r.low)
+    if r.dist == "pert":
+        span = r.high - r.low
+        a = 1.0 + 4.0 * (r.likely - r.low) / span
+        b = 1.0 + 4.0 * (r.high - r.likely) / span
+        return r.low + span * rng.beta(a, b, size=n)
+    return rng.triangular(r.low, r.likely, r.high, size=n)
+
+
+def _percentiles(x: Arr) -> dict[str, float]:
+    p10, p50, p90 = np.percentile(x, [10, 50, 90])
+    return {"p10": float(p10), "p50": float(p50), "p90": float(p90), "mean": float(np.mean(x))}
+
+
+def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
+    from simulations.engine.tco import CostParams
+
+    def cut(d: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: (v[idx] if isinstance(v, np.ndarray) and v.shape == (n,) else v) for k, v in d.items()}
+
+    return CostParams(cut(params.values), cut(params.goodput), cut(params.prices), params.facility_mode,
+                      params.facility_key, params.server_key)
+
+
+def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, samples: int = 10000, seed: int = 0,
+                ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> dict[str, Any]:
+    """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws."""
+    from simulations.engine.tco import evaluate, perf_point, resolve_costs
+
+    if samples < 1:
+        raise ScenarioError("monte_carlo", f"must be >= 1, got {samples}")
+    ranges = find_ranges(scenario) if ranges is None else ranges
+    rng = np.random.default_rng(seed)
+    draws = {name: sample(ranges[name], samples, rng) for name in sorted(ranges)}
+    base = likely_scenario(scenario, ranges)
+
+    cost_doc = copy.deepcopy(dict(base.get("costs") or {}))
+    for name, r in ranges.items():
+        if not r.affects_performance:
+            set_path(cost_doc, r.path[1:], draws[name])
+    params = resolve_costs(cost_doc, catalog)
+
+    perf_ranges = [ranges[n] for n in sorted(ranges) if ranges[n].affects_performance]
+    if perf_ranges:
+        base_point = base_point if base_point is not None else perf_point(base, catalog, params)
+        pin_hardware(base, base_point)
+    out_keys = ("run_days", "annual_tco_usd", "run_cost_usd", "usd_per_gpu_hour", "network_share_of_tco")
+    outputs = {k: np.empty(samples) for k in out_keys}
+    points = 0
+    if not perf_ranges:
+        point = base_point if base_point is not None else perf_point(base, catalog, params)
+        _, summary, _ = evaluate(point, params, catalog)
+        for k in out_keys:
+            outputs[k][:] = summary[k]
+        points = 1
+    else:
+        dims = len(perf_ranges)
+        bins = max(2, math.floor(MAX_PERF_POINTS ** (1.0 / dims) + 1e-9))
+        bin_idx = np.empty((samples, dims), dtype=np.intp)
+        reps: list[list[float | int]] = []
+        for j, r in enumerate(perf_ranges):
+            x = draws[r.field]
+            rank = np.argsort(np.argsort(x, kind="stable"), kind="stable")
+            b = (rank * bins) // samples
+            bin_idx[:, j] = b
+            reps.append([r.value(float(np.median(x[b == i]))) if np.any(b == i) else r.value(r.likely)
+                         for i in range(bins)])
+        combos, inverse = np.unique(bin_idx, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).reshape(-1)
+        cache: dict[tuple[float | int, ...], Any] = {}
+        for c, combo in enumerate(combos):
+            values = tuple(reps[j][int(combo[j])] for j in range(dims))
+            if values not in cache:
+                doc = copy.deepcopy(base)
+                for r, v in zip(perf_ranges, values, strict=True):
+                    set_path(doc, r.path, v)
+                cache[values] = perf_point(doc, catalog, params)
+            idx = np.nonzero(inverse == c)[0]
+            _, summary, _ = evaluate(cache[values], _subset(params, idx, samples), catalog)
+            for k in out_keys:
+                outputs[k][idx] = summary[k]
+        points = len(cache)
+    return {
+        "samples": samples,
+        "seed": seed,
+        "inputs": sorted(ranges),
+        "performance_points": points,
+        "time_to_train_days": _percentiles(outputs["run_days"]),
+        "annual_tco_usd": _percentiles(outputs["annual_tco_usd"]),
+        "run_cost_usd": _percentiles(outputs["run_cost_usd"]),
+        "usd_per_gpu_hour": _percentiles(outputs["usd_per_gpu_hour"]),
+        "network_share_of_tco": _percentiles(outputs["network_share_of_tco"]),
+    }
+
+
+def pin_hardware(doc: dict[str, Any], point: Any) -> None:
+    """Keep the likely scenario's switch and NIC models while performance inputs vary (a NIC-rate range models
+    achieved bandwidth, not a different switch family)."""
+    cluster = doc.setdefault("cluster", {})
+    cluster.setdefault("switch", point.plan.switch_model)
+    cluster.setdefault("nic", point.plan.nic_model)
+
+
+def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalog | None = None) -> dict[str, Range]:
+    """Catalog default ranges for the main prices and facility/goodput figures the scenario does not pin."""
+    from simulations.engine.catalog import get_item
+
+    out: dict[str, Range] = {}
+    costs = scenario.get("costs") or {}
+    prices = costs.get("prices") or {}
+
+    def add(path: tuple[str, ...], low: float, likely: float, high: float, integer: bool = False) -> None:
+        lo, hi = min(low, likely), max(high, likely)
+        if hi > lo:
+            out[".".join(path)] = Range(path, lo, likely, hi, "triangular", integer)
+
+    plan = base_point.plan
+    for key, kind in ((base_point.server_key, "server"), (plan.switch_model, "switch"), (plan.nic_model, "nic")):
+        if key in prices:
+            continue
+        item = get_item(key, kind, "costs.prices", catalog)
+        rng = (item.get("specs") or {}).get("price_range_usd")
+        price = item.get("unit_price_usd")
+        if rng and price is not None:
+            add(("costs", "prices", key), float(rng[0]), float(price), float(rng[1]))
+    if base_point.plan.transceivers:
+        key = max(base_point.plan.transceivers, key=lambda k: base_point.plan.transceivers[k])
+        if key not in prices:
+            price = float(get_item(key, "transceiver", "costs.prices", catalog).get("unit_price_usd") or 0.0)
+            add(("costs", "prices", key), 0.75 * price, price, 1.25 * price)
+    fac_key = str(costs.get("facility", "FACILITY-DEFAULT"))
+    fspecs = get_item(fac_key, "facility", "costs.facility", catalog).get("specs") or {}
+    mode = costs.get("facility_mode", fspecs.get("facility_mode", "colocation"))
+    wanted = ["usd_per_kwh", "pue", "depreciation_years",
+              "colocation_usd_per_kw_month" if mode == "colocation" else "construction_usd_per_mw"]
+    for name in wanted:
+        spec_range = (fspecs.get("ranges") or {}).get(name)
+        if name in costs or not spec_range:
+            continue
+        likely = float(fspecs.get(name, spec_range[1]))
+        add(("costs", name), float(spec_range[0]), likely, float(spec_range[2]),
+            integer=name == "depreciation_years")
+    goodput = costs.get("goodput") or {}
+    if "restart_min" not in goodput:
+        r = base_point.reliability.restart_min
+        add(("costs", "goodput", "restart_min"), r / 2.0, r, r * 3.0)
+    if "failure_rate_scale" not in goodput:
+        add(("costs", "goodput", "failure_rate_scale"), 0.5, 1.0, 2.0)
+    return out
+
+
+def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
+                ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> list[dict[str, Any]]:
+    """One-at-a-time swings of $ per run, largest first."""
+    from simulations.engine.tco import evaluate, perf_point, resolve_costs
+
+    ranges = find_ranges(scenario) if ranges is None else ranges
+    base = likely_scenario(scenario, ranges)
+    base_params = resolve_costs(base.get("costs"), catalog)
+    point = base_point if base_point is not None else perf_point(base, catalog, base_params)
+    if any(r.affects_performance for r in ranges.values()):
+        pin_hardware(base, point)
+    inputs: dict[str, tuple[Range, str]] = {n: (r, "scenario") for n, r in ranges.items()}
+    for n, r in default_ranges(base, point, catalog).items():
+        if n not in inputs:
+            inputs[n] = (r, "catalog default range")
+
+    def run_cost(r: Range, value: float | int) -> float:
+        doc = copy.deepcopy(base)
+        set_path(doc, r.path, value)
+        params = resolve_costs(doc.get("costs"), catalog)
+        pt = perf_point(doc, catalog, params) if r.affects_performance else point
+        _, summary, _ = evaluate(pt, params, catalog)
+        return float(np.asarray(summary["run_cost_usd"]))
+
+    rows: list[dict[str, Any]] = []
+    for name, (r, origin) in inputs.items():
+        lo_v, hi_v = r.value(r.low), r.value(r.high)
+        lo_c, hi_c = run_cost(r, lo_v), run_cost(r, hi_v)
+        rows.append({
+            "input": name,
+            "low_value": lo_v,
+            "likely_value": r.value(r.likely),
+            "high_value": hi_v,
+            "run_cost_low_usd": lo_c,
+            "run_cost_high_usd": hi_c,
+            "swing_usd": abs(hi_c - lo_c),
+            "range_source": origin,
+        })
+    rows.sort(key=lambda row: (-row["swing_usd"], row["input"]))
+    return rows

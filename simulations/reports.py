@@ -1,0 +1,239 @@
+"""Side-by-side comparison of runs (pandas) and exports as CSV, XLSX and JSON.
+
+One function computes the table (:func:`compare_frame`); the API, the portal and every export format
+read from it, so their figures always agree. Text cells beginning with ``= + - @`` (or tab/CR) are
+prefixed with ``'`` in CSV/XLSX so a spreadsheet never evaluates them as formulas.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from rest_framework import exceptions
+
+from simulations.models import Report, RunStatus, SimulationRun
+
+# Headline metrics first, in this order; any other numeric leaf of the result follows alphabetically.
+PREFERRED_METRICS = (
+    "step_time_s", "tokens_per_s", "mfu", "hfu", "time_to_train_days", "gpu_hours", "network_wait_fraction",
+    "memory_gb_per_gpu",
+    "performance.step_time_s", "performance.mfu", "performance.time_to_train_days",
+    "performance.network_wait_fraction",
+    "tco.capex_usd", "tco.annual_tco_usd", "tco.usd_per_gpu_hour", "tco.run_cost_usd",
+    "tco.usd_per_million_tokens", "tco.network_share_of_capex", "tco.network_share_of_tco",
+    "tco.stranded_usd_per_year", "fabric.switches.total",
+)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+CONTENT_TYPES = {
+    "csv": "text/csv; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "json": "application/json",
+}
+EXPORT_FORMATS = tuple(CONTENT_TYPES)
+MAX_COMPARE_RUNS = 50
+
+
+def _flatten(node: Any, prefix: str = "", out: dict[str, float] | None = None, depth: int = 0) -> dict[str, float]:
+    out = {} if out is None else out
+    if depth > 5:
+        return out
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in ("line_items", "alternatives", "sensitivity", "samples"):
+                continue
+            _flatten(value, f"{prefix}.{key}" if prefix else str(key), out, depth + 1)
+    elif isinstance(node, bool):
+        out[prefix] = float(node)
+    elif isinstance(node, int | float) and math.isfinite(float(node)):
+        out[prefix] = float(node)
+    return out
+
+
+def run_metrics(run: SimulationRun | None) -> dict[str, float]:
+    """Every numeric scalar of a run's result, by dotted path (lists such as line items excluded)."""
+    if run is None or not run.result:
+        return {}
+    return _flatten(run.result)
+
+
+def _ordered_metrics(names: Iterable[str]) -> list[str]:
+    names = set(names)
+    head = [m for m in PREFERRED_METRICS if m in names]
+    return head + sorted(names - set(head))
+
+
+def run_label(run: SimulationRun) -> str:
+    return f"#{run.pk} {run.label or run.kind}".strip()
+
+
+def compare_frame(
+    *, runs: Sequence[SimulationRun], baseline: SimulationRun, metrics: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Metrics as rows, runs as columns (``run:<id>``), plus ``delta:<id>`` and ``delta_pct:<id>``
+    columns for every non-baseline run."""
+    if baseline.pk not in {r.pk for r in runs}:
+        runs = [baseline, *runs]
+    data = {f"run:{r.pk}": run_metrics(r) for r in runs}
+    names = _ordered_metrics({m for values in data.values() for m in values})
+    if metrics:
+        names = [m for m in metrics if m in set(names)]
+    frame = pd.DataFrame(data, index=pd.Index(names, name="metric"), dtype="float64")
+    base = frame[f"run:{baseline.pk}"]
+    for run in runs:
+        if run.pk == baseline.pk:
+            continue
+        col = frame[f"run:{run.pk}"]
+        frame[f"delta:{run.pk}"] = col - base
+        frame[f"delta_pct:{run.pk}"] = (col - base) / base.abs().where(base != 0) * 100.0
+    return frame
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def compare_runs(
+    *, runs: Sequence[SimulationRun], baseline: SimulationRun, metrics: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The comparison as JSON: run columns, then one row per metric with values and deltas vs baseline."""
+    if not runs:
+        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+    if len(runs) > MAX_COMPARE_RUNS:
+        raise exceptions.ValidationError({"runs": [f"at most {MAX_COMPARE_RUNS} runs per comparison"]})
+    not_done = [r.pk for r in [*runs, baseline] if r.status != RunStatus.SUCCEEDED]
+    if not_done:
+        raise exceptions.ValidationError({"runs": [f"runs without a result yet: {sorted(set(not_done))}"]})
+    frame = compare_frame(runs=runs, baseline=baseline, metrics=metrics)
+    ordered = [baseline, *[r for r in runs if r.pk != baseline.pk]]
+    columns = [
+        {"run": r.pk, "label": run_label(r), "kind": r.kind, "scenario": r.scenario_id,
+         "engine_version": r.engine_version, "baseline": r.pk == baseline.pk}
+        for r in ordered
+    ]
+    rows = []
+    for metric, row in frame.iterrows():
+        rows.append({
+            "metric": metric,
+            "values": {str(r.pk): _num(row[f"run:{r.pk}"]) for r in ordered},
+            "delta": {str(r.pk): _num(row[f"delta:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
+            "delta_pct": {str(r.pk): _num(row[f"delta_pct:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
+        })
+    return {"baseline": baseline.pk, "runs": [r.pk for r in ordered], "columns": columns, "rows": rows}
+
+
+def compare_table(*, runs: Sequence[SimulationRun], baseline: SimulationRun,
+                  metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """The export table: human column headers, baseline first, deltas after each run."""
+    frame = compare_frame(runs=runs, baseline=baseline, metrics=metrics)
+    ordered = [baseline, *[r for r in runs if r.pk != baseline.pk]]
+    out = pd.DataFrame(index=frame.index)
+    for r in ordered:
+        out[f"{run_label(r)}{' (baseline)' if r.pk == baseline.pk else ''}"] = frame[f"run:{r.pk}"]
+        if r.pk != baseline.pk:
+            out[f"Δ {run_label(r)}"] = frame[f"delta:{r.pk}"]
+            out[f"Δ% {run_label(r)}"] = frame[f"delta_pct:{r.pk}"]
+    return out.reset_index()
+
+
+def line_items_frame(*, run: SimulationRun) -> pd.DataFrame:
+    items = ((run.result or {}).get("tco") or {}).get("line_items") or []
+    columns = ["category", "item", "quantity", "unit_price_usd", "total_usd", "source"]
+    return pd.DataFrame([{c: i.get(c) for c in columns} for i in items], columns=columns)
+
+
+# --- export ------------------------------------------------------------------------------------------
+def escape_cell(value: Any) -> Any:
+    """Neutralise spreadsheet formulas in text cells (CSV/XLSX injection)."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def _escaped(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    out.columns = [escape_cell(str(c)) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(escape_cell)
+    return out
+
+
+def frame_bytes(frame: pd.DataFrame, *, fmt: str, sheet: str = "Report", meta: Mapping[str, Any] | None = None) -> bytes:
+    if fmt == "csv":
+        return _escaped(frame).to_csv(index=False).encode("utf-8")
+    if fmt == "xlsx":
+        buf = io.BytesIO()
+        with pd.ExcelWriter(buf, engine="openpyxl") as writer:
+            _escaped(frame).to_excel(writer, index=False, sheet_name=sheet[:31])
+            if meta:
+                pd.DataFrame([{"key": escape_cell(str(k)), "value": escape_cell(str(v))} for k, v in meta.items()]).to_excel(
+                    writer, index=False, sheet_name="About"
+                )
+        return buf.getvalue()
+    if fmt == "json":
+        records = json.loads(frame.to_json(orient="records"))
+        return json.dumps({**(dict(meta) if meta else {}), "rows": records}, indent=2).encode("utf-8")
+    raise exceptions.ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
+
+
+def _check_fmt(fmt: str) -> str:
+    fmt = (fmt or "").lower()
+    if fmt not in EXPORT_FORMATS:
+        raise exceptions.ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
+    return fmt
+
+
+def export_compare(
+    *, runs: Sequence[SimulationRun], baseline: SimulationRun, fmt: str, name: str = "comparison",
+    metrics: Sequence[str] | None = None,
+) -> tuple[bytes, str, str]:
+    fmt = _check_fmt(fmt)
+    if fmt == "json":
+        body = json.dumps({"name": name, **compare_runs(runs=runs, baseline=baseline, metrics=metrics)}, indent=2)
+        return body.encode("utf-8"), CONTENT_TYPES[fmt], f"{_slug(name)}.json"
+    compare_runs(runs=runs, baseline=baseline, metrics=metrics)  # same validation as the API
+    table = compare_table(runs=runs, baseline=baseline, metrics=metrics)
+    meta = {"report": name, "baseline_run": baseline.pk, "runs": ", ".join(str(r.pk) for r in runs)}
+    return frame_bytes(table, fmt=fmt, sheet="Comparison", meta=meta), CONTENT_TYPES[fmt], f"{_slug(name)}.{fmt}"
+
+
+def export_report(*, report: Report, fmt: str) -> tuple[bytes, str, str]:
+    """Any saved report as CSV, XLSX or JSON: ``(bytes, content_type, filename)``."""
+    runs = list(report.runs.all().order_by("pk"))
+    return export_compare(runs=runs, baseline=report.baseline, fmt=fmt, name=report.name,
+                          metrics=report.metrics or None)
+
+
+def export_runs(*, runs: Sequence[SimulationRun], baseline: SimulationRun | None = None, fmt: str) -> tuple[bytes, str, str]:
+    runs = list(runs)
+    if not runs:
+        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+    return export_compare(runs=runs, baseline=baseline or runs[0], fmt=fmt,
+                          name="runs-" + "-".join(str(r.pk) for r in runs[:10]))
+
+
+def export_run_line_items(*, run: SimulationRun, fmt: str) -> tuple[bytes, str, str]:
+    """A run's cost line items (TCO runs) as CSV, XLSX or JSON."""
+    fmt = _check_fmt(fmt)
+    if run.status != RunStatus.SUCCEEDED:
+        raise exceptions.ValidationError({"run": [f"run {run.pk} has no result ({run.status})"]})
+    frame = line_items_frame(run=run)
+    meta = {"run": run.pk, "label": run.label, "kind": run.kind, "engine_version": run.engine_version,
+            "input_hash": run.input_hash}
+    return frame_bytes(frame, fmt=fmt, sheet="Line items", meta=meta), CONTENT_TYPES[fmt], f"run-{run.pk}-line-items.{fmt}"
+
+
+def _slug(name: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.strip().lower())
+    return "-".join(p for p in keep.split("-") if p)[:60] or "report"

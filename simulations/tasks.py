@@ -1,0 +1,96 @@
+"""Celery tasks: thin wrappers that load ids and call services (the services hold all the logic).
+
+Tasks take ids, never model instances. ``execute_run`` is safe to deliver more than once (the service
+claims the row with a compare-and-set), which is what makes ``acks_late`` + ``reject_on_worker_lost``
+(settings) safe: a job whose worker was SIGKILLed simply runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import chord, group, shared_task
+from django.core.cache import cache
+from django.db import InterfaceError, OperationalError
+
+from simulations import services
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError, services.TransientError)
+RUN_SOFT_TIME_LIMIT_S = 300
+RUN_TIME_LIMIT_S = 330
+
+
+@shared_task(
+    name="simulations.execute_run",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=2,
+    retry_backoff_max=120,
+    retry_jitter=True,
+    max_retries=5,
+    soft_time_limit=RUN_SOFT_TIME_LIMIT_S,
+    time_limit=RUN_TIME_LIMIT_S,
+)
+def execute_run(self: Any, run_id: int) -> dict[str, Any]:
+    run = services.run_execute(run_id=run_id)
+    if run is None:
+        return {"run": run_id, "claimed": False}
+    return {"run": run_id, "claimed": True, "status": run.status}
+
+
+@shared_task(name="simulations.finalize_sweep", acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2,
+             max_retries=5)
+def finalize_sweep(_results: Any = None, sweep_id: int | None = None) -> dict[str, Any]:
+    """Chord callback. The last child to finish also refreshes the sweep, so this is a second opinion."""
+    if sweep_id is None:
+        return {}
+    sweep = services.sweep_refresh(sweep_id=sweep_id)
+    return {"sweep": sweep_id, "status": sweep.status}
+
+
+def dispatch_sweep(*, sweep_id: int, run_ids: list[int]) -> None:
+    """Fan the children out as a chord on the simulations queue (callback on default)."""
+    header = group(execute_run.si(run_id).set(queue="simulations") for run_id in run_ids)
+    try:
+        chord(header)(finalize_sweep.s(sweep_id=sweep_id).set(queue="default"))
+    except NotImplementedError:  # result backend without chord support: children still aggregate
+        header.apply_async()
+
+
+@shared_task(name="simulations.reap_stuck_runs", acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2,
+             max_retries=3, expires=120)
+def reap_stuck_runs() -> dict[str, int]:
+    return services.run_reap()
+
+
+REEVALUATION_LOCK = "fp:reevaluate-watched:lock"
+
+
+@shared_task(name="simulations.reevaluate_watched", acks_late=True, autoretry_for=TRANSIENT, retry_backoff=5,
+             max_retries=3, expires=3000)
+def reevaluate_watched() -> dict[str, Any]:
+    """Beat task. A cache lock keeps two beats from overlapping; the unique idempotency key on each
+    re-evaluation makes a second pass over the same change a no-op even without the lock."""
+    if not cache.add(REEVALUATION_LOCK, "1", timeout=600):
+        return {"skipped": "another re-evaluation pass is running"}
+    try:
+        created = services.reevaluate_watched()
+    finally:
+        cache.delete(REEVALUATION_LOCK)
+    return {"reevaluations": [r.pk for r in created]}
+
+
+@shared_task(name="simulations.deliver_webhook", bind=True, acks_late=True, max_retries=8)
+def deliver_webhook(self: Any, reevaluation_id: int) -> bool:
+    try:
+        return services.webhook_deliver(reevaluation_id=reevaluation_id)
+    except services.WebhookError as exc:
+        if self.request.retries >= self.max_retries:
+            services.webhook_give_up(reevaluation_id=reevaluation_id, error=str(exc))
+            return False
+        raise self.retry(exc=exc, countdown=min(3600, 10 * 2 ** self.request.retries)) from exc
