@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from rest_framework import exceptions, permissions
+from rest_framework import exceptions, generics, permissions
 from rest_framework.request import Request
 
 from accounts.roles import Capability
@@ -43,21 +43,21 @@ class TeamCapabilityPermission(permissions.BasePermission):
         return has_capability(request, team_id, capability)
 
 
-class TeamScopedViewSetMixin:
+class TeamScopedViewSetMixin(generics.GenericAPIView):
     """Mixin for ModelViewSets over TeamOwnedModel: scoped queryset, team stamped on create.
 
     Subclasses set ``queryset``; ``get_queryset`` narrows it to visible teams, so other teams' rows 404.
+    Use it first in the bases: ``class FleetViewSet(TeamScopedViewSetMixin, viewsets.ModelViewSet)``.
     """
 
-    permission_classes = (TeamCapabilityPermission,)
+    permission_classes = [TeamCapabilityPermission]
     write_capability = Capability.PLAN
-    request: Request
 
     def scope_queryset(self, queryset: QuerySet) -> QuerySet:
         return queryset.filter(team_id__in=visible_team_ids(self.request, Capability.READ))
 
     def get_queryset(self) -> QuerySet:
-        return self.scope_queryset(super().get_queryset())  # type: ignore[misc]
+        return self.scope_queryset(super().get_queryset())
 
     def get_target_team(self, capability: str | None = None) -> Any:
         cap = capability or self.write_capability

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from django.db import models
 
-from accounts.scoping import TeamOwnedModel, TeamQuerySet
+from accounts.scoping import TeamOwnedModel
 
 
 class RunStatus(models.TextChoices):
@@ -52,7 +52,6 @@ class Sweep(TeamOwnedModel):
     summary = models.JSONField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = TeamQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name or f"Sweep #{self.pk}"
@@ -94,7 +93,6 @@ class SimulationRun(TeamOwnedModel):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reused_by"
     )
 
-    objects = TeamQuerySet.as_manager()
 
     class Meta(TeamOwnedModel.Meta):
         indexes: ClassVar = [
@@ -125,7 +123,6 @@ class Report(TeamOwnedModel):
     baseline = models.ForeignKey(SimulationRun, on_delete=models.PROTECT, related_name="baseline_of")
     metrics = models.JSONField(default=list, blank=True, help_text="Metric names to show; empty = all.")
 
-    objects = TeamQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name
@@ -161,7 +158,6 @@ class ReEvaluation(TeamOwnedModel):
     delivered_at = models.DateTimeField(null=True, blank=True)
     delivery_error = models.TextField(blank=True)
 
-    objects = TeamQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"Re-evaluation of {self.scenario_id}: {self.summary or 'pending'}"

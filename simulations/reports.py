@@ -47,9 +47,7 @@ def _flatten(node: Any, prefix: str = "", out: dict[str, float] | None = None, d
             if key in ("line_items", "alternatives", "sensitivity", "samples"):
                 continue
             _flatten(value, f"{prefix}.{key}" if prefix else str(key), out, depth + 1)
-    elif isinstance(node, bool):
-        out[prefix] = float(node)
-    elif isinstance(node, int | float) and math.isfinite(float(node)):
+    elif isinstance(node, bool) or (isinstance(node, int | float) and math.isfinite(float(node))):
         out[prefix] = float(node)
     return out
 

@@ -194,8 +194,8 @@ def _snapshot(
         "overrides": dict(overrides or {}),
         "scenario": {"id": scenario.pk, "name": scenario.name} if scenario else None,
         "fleet": (
-            {"id": scenario.fleet_id, "updated_at": scenario.fleet.updated_at.isoformat()}
-            if scenario is not None and scenario.fleet_id else None
+            {"id": scenario.fleet.pk, "updated_at": scenario.fleet.updated_at.isoformat()}
+            if scenario is not None and scenario.fleet is not None else None
         ),
         "catalog": (
             {"id": version.catalog_id, "name": version.catalog.name, "version_id": version.pk,
@@ -566,11 +566,12 @@ def sweep_refresh(*, sweep_id: int) -> Sweep:
             row["error"] = run.error
         rows.append(row)
     best: dict[str, Any] = {}
-    for metric, better in (("tco.usd_per_million_tokens", min), ("step_time_s", min), ("time_to_train_days", min),
-                           ("mfu", max)):
-        scored = [r for r in rows if r.get("metrics", {}).get(metric) is not None]
+    for metric, lowest in (("tco.usd_per_million_tokens", True), ("step_time_s", True),
+                           ("time_to_train_days", True), ("mfu", False)):
+        scored = sorted((r for r in rows if r.get("metrics", {}).get(metric) is not None),
+                        key=lambda r, m=metric: (r["metrics"][m], r["run"]))  # type: ignore[misc]
         if scored:
-            pick = better(scored, key=lambda r, m=metric: r["metrics"][m])
+            pick = scored[0] if lowest else scored[-1]
             best[metric] = {"run": pick["run"], "value": pick["metrics"][metric], "overrides": pick["overrides"]}
     summary = {"counts": counts, "total": total, "best": best, "runs": rows}
     Sweep.objects.filter(pk=sweep_id).update(
@@ -643,9 +644,10 @@ def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str],
             f"catalog version v{snap.get('catalog', {}).get('version')} → v{version.number if version else '?'}"
         )
     fleet_snap = snap.get("fleet") or {}
-    if scenario.fleet_id and (fleet_snap.get("id") != scenario.fleet_id
-                              or fleet_snap.get("updated_at") != scenario.fleet.updated_at.isoformat()):
-        reasons.append(f"fleet {scenario.fleet.name} changed")
+    fleet = scenario.fleet
+    if fleet is not None and (fleet_snap.get("id") != fleet.pk
+                              or fleet_snap.get("updated_at") != fleet.updated_at.isoformat()):
+        reasons.append(f"fleet {fleet.name} changed")
     if last.engine_version != engine_version():
         reasons.append(f"engine {last.engine_version} → {engine_version()}")
     if not reasons and last.input_hash != input_hash(kind=last.kind, document=document, catalog=values,
@@ -741,10 +743,7 @@ def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dic
         pct = changes.get(metric, {}).get("delta_pct")
         if pct is not None and abs(pct) >= 0.05:
             headline.append(f"{label} {pct:+.1f}%")
-    if previous is None:
-        text = "first evaluation"
-    else:
-        text = ", ".join(headline) or "no material change"
+    text = "first evaluation" if previous is None else ", ".join(headline) or "no material change"
     if causes:
         text += ": " + "; ".join(causes[:5]) + (f" (+{len(causes) - 5} more)" if len(causes) > 5 else "")
     return changes, text
@@ -770,7 +769,12 @@ def reevaluation_complete(*, run: SimulationRun) -> ReEvaluation | None:
         if webhook:
             from simulations import tasks
 
-            transaction.on_commit(lambda: tasks.deliver_webhook.apply_async(args=[reeval.pk], queue="default"))
+            reeval_id = reeval.pk
+
+            def send() -> None:
+                tasks.deliver_webhook.apply_async(args=[reeval_id], queue="default")
+
+            transaction.on_commit(send)
     reeval.refresh_from_db()
     return reeval
 
@@ -809,9 +813,12 @@ def webhook_deliver(*, reevaluation_id: int, timeout_s: float = 10.0) -> bool:
     if not team.webhook_url:
         ReEvaluation.objects.filter(pk=reeval.pk).update(delivery_status=ReEvaluation.Delivery.NONE)
         return False
+    if not team.webhook_url.lower().startswith(("https://", "http://")):
+        webhook_give_up(reevaluation_id=reeval.pk, error="webhook_url must be http(s)")
+        return False
     body = canonical_json(webhook_payload(reevaluation=reeval)).encode("utf-8")
     ts = str(int(time.time()))
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 (scheme checked above)
         team.webhook_url, data=body, method="POST",
         headers={
             "Content-Type": "application/json",
@@ -824,7 +831,7 @@ def webhook_deliver(*, reevaluation_id: int, timeout_s: float = 10.0) -> bool:
     )
     ReEvaluation.objects.filter(pk=reeval.pk).update(delivery_attempts=F("delivery_attempts") + 1)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (team-configured URL)
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (scheme checked above)
             code = response.status
     except urllib.error.HTTPError as exc:
         code = exc.code

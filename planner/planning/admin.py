@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from planner.planning.models import Catalog, CatalogItem, CatalogVersion, Fleet, ObjectChange, Scenario, Workload
+from planner.planning.models import (
+    Catalog,
+    CatalogItem,
+    CatalogVersion,
+    Fleet,
+    ObjectChange,
+    Scenario,
+    Workload,
+)
 
 
 class CatalogItemInline(admin.TabularInline):

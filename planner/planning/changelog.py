@@ -59,10 +59,7 @@ def record(
     extra_diff: dict[str, Any] | None = None,
 ) -> ObjectChange | None:
     """Write one change-log row; an update that changed nothing is not logged."""
-    if action == ObjectChange.Action.DELETE:
-        post = None
-    else:
-        post = after if after is not None else snapshot(obj)
+    post = None if action == ObjectChange.Action.DELETE else after if after is not None else snapshot(obj)
     changes = diff(before, post)
     if extra_diff:
         changes.update(extra_diff)

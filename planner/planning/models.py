@@ -15,7 +15,7 @@ from django.db.models import Q
 
 from accounts.models import Team
 from accounts.roles import Capability
-from accounts.scoping import TeamOwnedModel, TeamQuerySet, visible_team_ids
+from accounts.scoping import TeamOwnedModel, visible_team_ids
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
@@ -144,7 +144,6 @@ class Fleet(TeamOwnedModel):
     in_service_date = models.DateField(null=True, blank=True)
     notes = models.TextField(blank=True)
 
-    objects = TeamQuerySet.as_manager()
 
     class Meta(TeamOwnedModel.Meta):
         indexes: ClassVar = [models.Index(fields=["team", "name"])]
@@ -170,7 +169,6 @@ class Workload(TeamOwnedModel):
     training = models.JSONField(default=dict)
     parallelism = models.JSONField(default=default_parallelism)
 
-    objects = TeamQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name
@@ -198,7 +196,6 @@ class Scenario(TeamOwnedModel):
     last_evaluated_at = models.DateTimeField(null=True, blank=True)
     last_evaluated_hash = models.CharField(max_length=64, blank=True)
 
-    objects = TeamQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name

@@ -9,7 +9,15 @@ from django.db.models import Q, QuerySet
 
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
-from planner.planning.models import Catalog, CatalogItem, CatalogVersion, Fleet, ObjectChange, Scenario, Workload
+from planner.planning.models import (
+    Catalog,
+    CatalogItem,
+    CatalogVersion,
+    Fleet,
+    ObjectChange,
+    Scenario,
+    Workload,
+)
 
 
 class _UserRequest:

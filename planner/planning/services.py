@@ -359,12 +359,20 @@ def catalog_items_import(*, catalog: Catalog, user: Any, file: Any, note: str = 
     rows = _read_csv(file)
     if not rows:
         raise _err("file", "has no data rows")
-    items, errors = _row_errors(rows, _clean_item)
     seen: dict[str, str] = {}
-    for index, item in enumerate(items):
-        if item["key"] in seen:
-            errors.setdefault(str(index + 2), {})["key"] = [f"duplicate of line {seen[item['key']]}"]
-        seen[item["key"]] = str(index + 2)
+
+    def clean(row: dict[str, str]) -> dict[str, Any]:
+        line = str(len(seen_lines) + 2)
+        seen_lines.append(line)
+        key = (row.get("key") or "").strip()
+        if key and key in seen:
+            raise _err("key", f"duplicate of line {seen[key]}")
+        if key:
+            seen[key] = line
+        return _clean_item(row)
+
+    seen_lines: list[str] = []
+    items, errors = _row_errors(rows, clean)
     if errors:
         raise exceptions.ValidationError({"rows": errors})
 
@@ -582,10 +590,10 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
         obj = data.get(f)
         if obj is not None and obj.team_id != team_id:
             errors[f] = [f"{f} {obj.pk} not found"]
-    catalog = data["catalog"] if "catalog" in data else (current.catalog if current else None)
+    catalog = data.get("catalog", current.catalog if current else None)
     if catalog is not None and catalog.team_id not in (None, team_id):
         errors["catalog"] = [f"catalog {catalog.pk} not found"]
-    pin = data["pinned_version"] if "pinned_version" in data else (current.pinned_version if current else None)
+    pin = data.get("pinned_version", current.pinned_version if current else None)
     if pin is not None:
         expected = catalog.pk if catalog is not None else getattr(catalog_default(), "pk", None)
         if pin.catalog_id != expected:
@@ -593,8 +601,8 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
     for f in ("cluster", "costs", "uncertainty"):
         if f in data and data[f] is not None and not isinstance(data[f], dict):
             errors[f] = ["must be a JSON object"]
-    fleet = data["fleet"] if "fleet" in data else (current.fleet if current else None)
-    cluster = data["cluster"] if "cluster" in data else (current.cluster if current else {})
+    fleet = data.get("fleet", current.fleet if current else None)
+    cluster = data.get("cluster", current.cluster if current else {})
     if fleet is None and not cluster:
         errors["cluster"] = ["give a fleet or an ad-hoc cluster"]
     if errors:

@@ -209,7 +209,7 @@ def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
 
     mfu = _series_by_fabric(runs, "performance.mfu")
     if mfu:
-        charts["chart-mfu"] = {"title": "MFU vs link speed", "type": "line", "format": "pct",
+        charts["chart-mfu"] = {"title": "MFU vs link speed", "type": "line", "format": "pct", "begin_at_zero": False,
                                "x_title": "Link speed per GPU", "y_title": "MFU", **mfu}
     ttt = _series_by_fabric(runs, "performance.time_to_train_days")
     if ttt:

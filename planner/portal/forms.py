@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 
-from planner.portal.presets import DEFAULT_PRESET, PRESETS, preset_choices, preset_form_fields
+from planner.portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
 
 LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
 FABRIC_CHOICES = [("infiniband", "InfiniBand"), ("roce", "Ethernet (RoCE)")]
@@ -26,6 +26,11 @@ def _catalog_choices(items: Iterable[Mapping[str, Any]], kind: str) -> list[tupl
 
 class FieldErrorMixin:
     """Map dotted error paths from the engine/services/serializers onto form fields."""
+
+    def _choice(self, name: str) -> forms.ChoiceField:
+        field = self.fields[name]  # type: ignore[attr-defined]
+        assert isinstance(field, forms.ChoiceField)
+        return field
 
     #: document path -> form field name
     PATHS: dict[str, str] = {}
@@ -117,7 +122,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         super().__init__(*args, **kwargs)
         items = list(catalog_items)
         gpus = _catalog_choices(items, "gpu")
-        self.fields["gpu"].choices = gpus or [("H100-SXM", "NVIDIA H100 SXM")]
+        self._choice("gpu").choices = gpus or [("H100-SXM", "NVIDIA H100 SXM")]
         if not self.is_bound and not self.initial.get("gpu"):
             keys = [k for k, _ in gpus]
             self.initial.setdefault("gpu", "H100-SXM" if "H100-SXM" in keys else (keys[0] if keys else ""))
@@ -200,7 +205,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             "heads": m.get("heads"), "kv_heads": m.get("kv_heads", m.get("heads")),
             "ffn_hidden": m.get("ffn_hidden"), "gated_ffn": m.get("gated_ffn", False), "vocab": m.get("vocab"),
             "seq_len": m.get("seq_len"), "global_batch": t.get("global_batch"),
-            "tokens_b": (float(t["tokens"]) / 1e9) if t.get("tokens") else None,
+            "tokens_b": _tidy(float(t["tokens"]) / 1e9) if isinstance(t.get("tokens"), int | float) else None,
             "precision": t.get("precision", "bf16"), "recompute": t.get("recompute", "auto"),
             "gpu": c.get("gpu"), "gpus": c.get("gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
             "nic_gbps": int(c.get("nic_gbps", 400)), "fabric": c.get("fabric", "infiniband"),
@@ -245,7 +250,7 @@ class FleetForm(FieldErrorMixin, forms.Form):
         current = self.initial.get("server_model")
         if current and current not in dict(servers):
             servers.append((current, current))
-        self.fields["server_model"].choices = servers or [("HGX-H100", "HGX H100 8-GPU server")]
+        self._choice("server_model").choices = servers or [("HGX-H100", "HGX H100 8-GPU server")]
         for f in self.fields.values():
             if isinstance(f.widget, forms.NumberInput):
                 f.widget.attrs.setdefault("step", "any")
@@ -265,6 +270,15 @@ class SweepForm(FieldErrorMixin, forms.Form):
                            help_text="Comma-separated, e.g. 1024, 2048, 4096")
     oversubscription = forms.CharField(required=False, label="Oversubscription ratios",
                                        help_text="Comma-separated, e.g. 1, 2")
+    uncertainty = forms.BooleanField(required=False, initial=True,
+                                     label="Include uncertainty (Monte Carlo P10/P50/P90 and sensitivity)")
+
+    MONTE_CARLO_SAMPLES = 2000
+
+    def params(self) -> dict[str, Any]:
+        if self.cleaned_data.get("uncertainty"):
+            return {"monte_carlo": self.MONTE_CARLO_SAMPLES, "sensitivity": True}
+        return {}
 
     PATHS = {
         "axes.cluster.nic_gbps": "nic_gbps", "axes.cluster.fabric": "fabric", "axes.cluster.gpu": "gpu",
@@ -275,7 +289,7 @@ class SweepForm(FieldErrorMixin, forms.Form):
 
     def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["gpu"].choices = _catalog_choices(catalog_items, "gpu")
+        self._choice("gpu").choices = _catalog_choices(catalog_items, "gpu")
         self.PATHS = {k: v for k, v in self.PATHS.items() if v}
 
     @staticmethod

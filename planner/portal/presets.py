@@ -57,8 +57,12 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         "model_name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m["kv_heads"], "ffn_hidden": m["ffn_hidden"], "gated_ffn": m["gated_ffn"],
         "vocab": m["vocab"], "seq_len": m["seq_len"], "global_batch": t["global_batch"],
-        "tokens_b": t["tokens"] / 1e9,
+        "tokens_b": _tidy(t["tokens"] / 1e9),
     }
+
+
+def _tidy(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(x, 3)
 
 
 def presets_for_js() -> dict[str, Any]:

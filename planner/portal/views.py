@@ -38,6 +38,10 @@ def _require(request: HttpRequest, team_id: int | None, capability: str) -> None
         raise PermissionDenied(f"Your role in this team does not allow '{capability}'.")
 
 
+def _htmx(request: HttpRequest) -> bool:
+    return bool(getattr(request, "htmx", False))
+
+
 def _can(request: HttpRequest, team_id: int | None, capability: str) -> bool:
     return has_capability(request, team_id, capability)
 
@@ -115,11 +119,13 @@ SORTS = {"key", "name", "unit_price_usd", "power_w"}
 SPEC_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "gpu": [("bf16_dense_tflops", "BF16 TFLOP/s"), ("fp8_dense_tflops", "FP8 TFLOP/s"), ("hbm_gb", "HBM GB"),
             ("nvlink_gbytes_per_s", "NVLink GB/s")],
-    "server": [("gpu", "GPU"), ("gpus_per_server", "GPUs")],
-    "nic": [("gbps", "Gb/s"), ("ports", "Ports"), ("form", "Form")],
-    "switch": [("ports", "Ports"), ("gbps", "Gb/s"), ("fabric", "Fabric")],
-    "transceiver": [("gbps", "Gb/s"), ("links", "Links"), ("reach", "Reach")],
-    "cable": [("gbps", "Gb/s"), ("links", "Links"), ("length_m", "Length m")],
+    "server": [("gpu", "GPU"), ("gpus_per_server", "GPUs"), ("nodes_per_rack", "Per rack")],
+    "nic": [("gbps", "Gb/s"), ("ports", "Ports"), ("form", "Form"), ("fabrics", "Fabrics")],
+    "switch": [("fabric", "Fabric"), ("radix", "Radix"), ("port_gbps", "Port Gb/s"), ("switching_tbps", "Tb/s")],
+    "transceiver": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("reach", "Reach")],
+    "cable": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("max_m", "Max m")],
+    "facility": [("usd_per_kwh", "$/kWh"), ("pue", "PUE"), ("depreciation_years", "Depr. years")],
+    "reliability": [("component", "Component"), ("rate_per_unit_day", "Rate / unit·day")],
 }
 
 
@@ -165,7 +171,8 @@ def catalog(request: HttpRequest) -> HttpResponse:
     spec_cols = SPEC_COLUMNS.get(kind, [])
     for r in rows:
         specs = r.get("specs") or {}
-        r["spec_values"] = [specs.get(k) for k, _ in spec_cols]
+        r["spec_values"] = [", ".join(map(str, v)) if isinstance(v, list) else v
+                            for v in (specs.get(k) for k, _ in spec_cols)]
     history = _version_history(selected, versions) if selected else []
     return render(request, "portal/catalog.html", {
         "catalogs": catalogs, "selected": selected, "versions": versions, "version": version,
@@ -192,10 +199,10 @@ def _version_history(selected: Catalog, versions: list[CatalogVersion]) -> list[
             by_version[number] = ch
     out = []
     for v in versions[:20]:
-        ch = by_version.get(v.number)
+        found = by_version.get(v.number)
         items = []
-        if ch is not None:
-            for path, change in sorted((ch.diff or {}).items()):
+        if found is not None:
+            for path, change in sorted((found.diff or {}).items()):
                 if not path.startswith("items."):
                     continue
                 before, after = (change or {}).get("before"), (change or {}).get("after")
@@ -378,8 +385,9 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
     """htmx partial: the live estimate for the builder's current input (nothing is saved)."""
     from planner.planning import services
 
-    version, values = services.catalog_resolve(catalog=None)
+    _version, values = services.catalog_resolve(catalog=None)
     form = ScenarioBuilderForm(request.POST, catalog_items=values.values())
+    form.fields["name"].required = False  # an estimate needs no name
     ctx: dict[str, Any] = {"errors": [], "estimate": None}
     if form.is_valid() and _validate_document(form, values):
         try:
@@ -437,14 +445,15 @@ def scenario_run(request: HttpRequest, pk: int) -> HttpResponse:
     if kind not in RunKind.values:
         kind = RunKind.TCO
     try:
-        run = sim_services.run_submit(scenario=scenario, user=request.user, kind=kind,
+        params = {"monte_carlo": SweepForm.MONTE_CARLO_SAMPLES, "sensitivity": True} if kind == RunKind.TCO else {}
+        run = sim_services.run_submit(scenario=scenario, user=request.user, kind=kind, params=params,
                                       force=bool(request.POST.get("force")))
     except (drf_exceptions.ValidationError, DjangoValidationError, ValueError) as exc:
         messages.error(request, "Could not start the run: " + "; ".join(
             f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))
-    if run.status == RunStatus.SUCCEEDED and run.reused_from_id:
-        messages.info(request, f"Nothing changed since run #{run.reused_from_id}; its result was reused.")
+    if getattr(run, "reused", False):
+        messages.info(request, f"Nothing changed since run #{run.pk}; its stored result is shown.")
     else:
         messages.success(request, f"Run #{run.pk} queued.")
     return HttpResponseRedirect(reverse("run-detail", args=[run.pk]))
@@ -461,7 +470,7 @@ def scenario_sweep(request: HttpRequest, pk: int) -> HttpResponse:
     if form.is_valid():
         try:
             sweep = sim_services.sweep_submit(scenario=scenario, axes=form.axes(), user=request.user,
-                                              **({"name": form.cleaned_data["name"]} if form.cleaned_data.get("name") else {}))
+                                              name=form.cleaned_data.get("name") or "", params=form.params())
             messages.success(request, f"Sweep #{sweep.pk} queued: {sweep.total_runs} runs.")
             return HttpResponseRedirect(reverse("sweep-detail", args=[sweep.pk]))
         except (drf_exceptions.ValidationError, DjangoValidationError, ValueError) as exc:
@@ -494,7 +503,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         or any(s.status in ACTIVE_STATUSES for s in sweeps),
         "plan_teams": set(visible_team_ids(request, Capability.PLAN)),
     }
-    if request.htmx and request.GET.get("partial") == "table":
+    if _htmx(request) and request.GET.get("partial") == "table":
         return render(request, "portal/_runs_live.html", ctx)
     return render(request, "portal/runs.html", ctx)
 
@@ -509,7 +518,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_export": _can(request, run.team_id, Capability.EXPORT),
         "report_charts": charts.report_charts([run]) if run.result else None,
     }
-    if request.htmx and request.GET.get("partial") == "status":
+    if _htmx(request) and request.GET.get("partial") == "status":
         return render(request, "portal/_run_status.html", ctx)
     return render(request, "portal/run_detail.html", ctx)
 
@@ -529,7 +538,7 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     nxt = request.POST.get("next") or reverse("runs")
     if not nxt.startswith("/") or nxt.startswith("//"):
         nxt = reverse("runs")
-    if request.htmx:
+    if _htmx(request):
         response = HttpResponse(status=204)
         response["HX-Redirect"] = nxt
         return response
@@ -544,7 +553,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     done = sum(1 for r in runs_qs if r.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED))
     total = sweep.total_runs or len(runs_qs)
     progress_sum = sum(100 if r.is_terminal else r.progress for r in runs_qs)
-    percent = int(round(progress_sum / total)) if total else 0
+    percent = round(progress_sum / total) if total else 0
     finished = total > 0 and done >= total
     succeeded = [r for r in runs_qs if r.status == RunStatus.SUCCEEDED]
     ctx = {
@@ -553,7 +562,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_plan": _can(request, sweep.team_id, Capability.PLAN),
         "axes": sweep.axes,
     }
-    if request.htmx and request.GET.get("partial") == "progress":
+    if _htmx(request) and request.GET.get("partial") == "progress":
         return render(request, "portal/_sweep_progress.html", ctx)
     return render(request, "portal/sweep_detail.html", ctx)
 

@@ -20,18 +20,18 @@ def api_url(serializer: serializers.Serializer, path: str) -> str:
 
 
 class SimulationRunSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     url = serializers.SerializerMethodField()
-    duration_s = serializers.FloatField(read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = SimulationRun
-        fields = ("id", "url", "team", "scenario", "sweep", "kind", "trigger", "label", "status", "progress",
+        fields: tuple[str, ...] = ("id", "url", "team", "scenario", "sweep", "kind", "trigger", "label", "status", "progress",
                   "progress_message", "engine_version", "input_hash", "catalog_version", "params", "force",
                   "queued_at", "started_at", "finished_at", "duration_s", "attempts", "error", "error_field",
                   "reused_from", "created_by")
-        read_only_fields = fields
+        read_only_fields: tuple[str, ...] = fields
 
     def get_url(self, obj: SimulationRun) -> str:
         return api_url(self, f"runs/{obj.pk}/")
@@ -84,7 +84,7 @@ class SweepSubmitSerializer(SweepForScenarioSerializer):
 
 
 class SweepSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     url = serializers.SerializerMethodField()
     runs_url = serializers.SerializerMethodField()
 
@@ -102,7 +102,7 @@ class SweepSerializer(serializers.ModelSerializer):
 
 
 class ReportSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     runs = ScopedPrimaryKeyRelatedField(queryset=SimulationRun.objects.all(), many=True)
     baseline = ScopedPrimaryKeyRelatedField(queryset=SimulationRun.objects.all(), required=False)
     metrics = serializers.ListField(child=serializers.CharField(max_length=120), required=False)

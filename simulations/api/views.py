@@ -54,9 +54,8 @@ def submit_run_response(request: Request, *, scenario: Scenario, data: Any) -> R
     ser.is_valid(raise_exception=True)
     run = services.run_submit(scenario=scenario, user=request.user, kind=ser.validated_data["kind"],
                               force=ser.validated_data["force"], params=ser.validated_data.get("params"))
-    body = SimulationRunSerializer(run, context={"request": request}).data
     reused = bool(getattr(run, "reused", False))
-    body = {**body, "reused": reused}
+    body = {**SimulationRunSerializer(run, context={"request": request}).data, "reused": reused}
     code = status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED
     return Response(body, status=code, headers={"Location": body["url"]})
 
@@ -135,7 +134,7 @@ class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.Retriev
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = SweepSubmitSerializer(data=request.data, context=self.get_serializer_context())
         ser.is_valid(raise_exception=True)
-        data = {k: v for k, v in request.data.items() if k != "scenario"}
+        data = {k: v for k, v in request.data.items() if k != "scenario"} if isinstance(request.data, dict) else {}
         return submit_sweep_response(request, scenario=ser.validated_data["scenario"], data=data)
 
     @extend_schema(request=None, responses=SweepSerializer)
@@ -250,7 +249,7 @@ class PreviewView(APIView):
         data = ser.validated_data
         version = data.get("catalog_version")
         if data.get("scenario") is not None:
-            doc, resolved, values = planning.scenario_resolve(scenario=data["scenario"])
+            doc, _resolved, values = planning.scenario_resolve(scenario=data["scenario"])
             if version is not None:
                 values = planning.catalog_values(version=version)
         else:

@@ -31,12 +31,13 @@ from simulations.engine.catalog import Catalog, get_item
 #   benchmarks, vs 0.81 for bf16). Calibrated with the two NeMo fp8 rows: 0.50 (0.50/0.52 = 0.96 of the
 #   bf16 fraction, consistent with 0.68/0.81 = 0.84-0.86 once casts and scaling, modelled separately as
 #   HBM traffic, are taken out). Attention and all non-GEMM work stay at bf16 speed (below).
-# attn_eff: fraction of dense bf16 peak reached by the attention core (QK^T, softmax, AV) on the work it
-#   does; causal kernels do half of the counted (non-causal) FLOPs. FlashAttention-2 reaches 35-45% of
-#   H100 peak (FlashAttention-3 paper, Shah et al. 2024), 50-70% of A100 peak. hopper 0.35. The A100 rows
-#   come from Megatron-LM 2021-22, which materialised the s x s scores in HBM (fused scale-mask-softmax,
-#   not FlashAttention): effective 0.10 of peak (calibrated; it is what makes small-hidden models such as
-#   GPT-1.7B slower per FLOP than GPT-1T in Table 1 of SC21).
+# attn_eff: fraction of dense bf16 peak reached by a fused (FlashAttention-2 / cuDNN) attention kernel,
+#   forward+backward, on the work it does; causal kernels do half of the counted (non-causal) FLOPs.
+#   Measured, not fitted: FlashAttention-2 fwd+bwd on A100 about 160-190 of 312 TFLOP/s for causal
+#   head-dim 128 (Dao 2023) -> 0.55; on H100 about 335 of 989 (FlashAttention-3 paper, Shah et al. 2024)
+#   -> 0.35. Unfused attention (scores in HBM, Megatron-LM 2021-22, the Ampere default below) does not use
+#   this constant: it is modelled as score GEMMs + HBM traffic (UNFUSED_SCORE_BYTES_*), which replaced a
+#   fitted 0.10-of-peak figure for the A100 reference rows.
 # nvlink_ring_eff: NCCL ring bus bandwidth / unidirectional NVLink line rate (AG/RS and non-NVLS AR).
 #   A100: 230 GB/s measured (NVIDIA/nccl-tests issue 175) / 300 = 0.77.
 #   H100: 370 GB/s (NVIDIA/nccl-tests issue 212) / 450 = 0.82. Blackwell: assumed as Hopper.
@@ -44,7 +45,7 @@ from simulations.engine.catalog import Catalog, get_item
 #   NVSwitch (NVLS): 480 GB/s measured on H100 (nccl-tests 212, 290) / 450 = 1.07; check: H800 gives
 #   1.07 x 200 = 213 GB/s vs 215 measured (NVIDIA/nccl issue 1374). A100 has no NVLS: ring 0.77.
 FAMILY_CONSTANTS: dict[str, dict[str, float]] = {
-    "ampere": {"gemm_eff_bf16": 0.66, "gemm_eff_fp8": 0.0, "attn_eff": 0.10,
+    "ampere": {"gemm_eff_bf16": 0.66, "gemm_eff_fp8": 0.0, "attn_eff": 0.55,
                "nvlink_ring_eff": 0.77, "nvlink_ar_eff": 0.77},
     "hopper": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
                "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
@@ -64,6 +65,20 @@ ATTN_CAUSAL_WORK = 0.5
 # Bytes of HBM traffic per weight per Adam step: read fp32 master, m, v, grad (16 B), write master, m, v
 # (12 B) and the bf16 working copy (2 B) = 30 B.
 OPTIMIZER_BYTES_PER_PARAM = 30.0
+# Unfused attention (scores in HBM): bytes moved per score element beyond the QK^T / AV GEMMs.
+# Forward: fused scale-mask-softmax reads and writes bf16 (4 B); dropout reads, writes and stores a
+# 1-byte mask (5 B). Backward: dropout gradient reads grad + mask and writes (5 B); softmax gradient reads
+# grad and probabilities and writes (6 B). Megatron-LM's kernels of 2021-22 (Korthikanti et al. 2022 Sec. 4).
+UNFUSED_SCORE_BYTES_FWD = 9.0
+# fp8 cast of a GEMM operand with Transformer Engine's fused cast-transpose: read bf16 (2 B), write the fp8
+# tensor and its transpose (1 B each) = 4 B per element (TE delayed/current-scaling recipes).
+FP8_CAST_BYTES = 4.0
+UNFUSED_SCORE_BYTES_BWD = 11.0
+# Attention implementation a scenario gets when training.attention is "auto": the framework default of the
+# GPU generation. Ampere-era production stacks (Megatron-LM / Megatron-DeepSpeed 2021-22) materialised the
+# scores; FlashAttention-2 / cuDNN fused attention is the default on Hopper and later. Scenarios that used
+# FlashAttention on A100 (e.g. MPT, LLaMA) say training.attention = "flash".
+FAMILY_ATTENTION = {"ampere": "unfused", "hopper": "flash", "blackwell": "flash"}
 
 # ------------------------------------------------------------------------------------------------ fabric
 # Protocol efficiency: NCCL bus bandwidth per NIC / line rate.
@@ -124,6 +139,7 @@ class GpuSpec:
     attn_eff: float
     nvlink_ring_eff: float
     nvlink_ar_eff: float
+    default_attention: str = "flash"
 
     def peak(self, precision: str) -> float:
         if precision == "fp8":
@@ -162,4 +178,5 @@ def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu
         attn_eff=consts["attn_eff"],
         nvlink_ring_eff=consts["nvlink_ring_eff"],
         nvlink_ar_eff=consts["nvlink_ar_eff"],
+        default_attention=str(specs.get("default_attention") or FAMILY_ATTENTION.get(family, "flash")),
     )

@@ -34,6 +34,8 @@ class Context:
     heads: float
     kv_heads: float
     head_dim: float
+    q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
+    unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
     ffn: float
     mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
     vocab: float
@@ -78,7 +80,9 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         hidden=float(m.hidden),
         heads=float(m.heads),
         kv_heads=float(m.kv_heads),
-        head_dim=float(m.hidden // m.heads),
+        head_dim=float(m.dim_head),
+        q_dim=float(m.heads * m.dim_head),
+        unfused_attn=(t.attention or gpu.default_attention) == "unfused",
         ffn=float(m.ffn_hidden),
         mats=3.0 if m.gated_ffn else 2.0,
         vocab=float(m.vocab),
@@ -136,9 +140,9 @@ LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero",
 
 def flops_per_token(ctx: Context) -> dict[str, float]:
     """Forward FLOPs per token (multiply-add = 2), non-causal attention convention (Megatron/PaLM MFU)."""
-    h, kvd = ctx.hidden, ctx.kv_heads * ctx.head_dim
-    attn_proj = 2.0 * h * (h + 2.0 * kvd) + 2.0 * h * h
-    attn_core = 4.0 * ctx.seq * h  # QK^T and AV
+    h, kvd, qd = ctx.hidden, ctx.kv_heads * ctx.head_dim, ctx.q_dim
+    attn_proj = 2.0 * h * (qd + 2.0 * kvd) + 2.0 * qd * h
+    attn_core = 4.0 * ctx.seq * qd  # QK^T and AV
     dense_ffn = 2.0 * ctx.mats * h * ctx.dense_ffn
     if ctx.moe:
         moe_ffn = 2.0 * ctx.mats * h * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) + 2.0 * h * ctx.experts
@@ -169,7 +173,7 @@ def step_flops(ctx: Context, recompute: Arr) -> tuple[float, Arr]:
 def params_per_layer(ctx: Context) -> tuple[float, float, float]:
     """(attention params, dense-FFN params, MoE-FFN params: experts, shared+router) per layer."""
     h = ctx.hidden
-    attn = 2.0 * h * h + 2.0 * h * ctx.kv_heads * ctx.head_dim
+    attn = 2.0 * h * ctx.q_dim + 2.0 * h * ctx.kv_heads * ctx.head_dim
     dense = ctx.mats * h * ctx.dense_ffn
     return attn, dense, ctx.mats * h * ctx.expert_ffn
 
@@ -184,15 +188,15 @@ def total_params(ctx: Context) -> float:
 # ----------------------------------------------------------------------------------------- kernel times
 
 
-def _gemm_time(ctx: Context, m: Arr, k: Arr, n: Arr, count: Arr | float = 1.0) -> Arr:
+def _gemm_time(ctx: Context, m: Arr, k: Arr, n: Arr, count: Arr | float = 1.0, bf16: bool = False) -> Arr:
     """Time of ``count`` GEMMs (m x k) @ (k x n) per GPU: smooth roofline with a fixed per-kernel cost.
 
     efficiency = eff_max / sqrt(1 + (ridge / intensity)^2): near eff_max for large matrices, bandwidth
     bound for thin ones (small per-GPU matrices at high TP or small micro-batches).
     """
-    b = ctx.elem_bytes
-    eff = ctx.gpu.gemm_eff(ctx.precision)
-    rate = ctx.peak * eff
+    precision = "bf16" if bf16 else ctx.precision
+    b = 2.0 if bf16 else ctx.elem_bytes
+    rate = ctx.gpu.peak(precision) * ctx.gpu.gemm_eff(precision)
     flops = 2.0 * m * k * n
     bytes_ = b * (m * k + k * n) + 2.0 * m * n  # outputs stay bf16
     intensity = flops / bytes_
@@ -288,10 +292,29 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
 
     # ---- per-layer compute (forward), one micro-batch, one GPU
     ones = np.ones_like(tp)
-    t_attn_gemm = _gemm_time(ctx, m_tok, h * ones, (h / tp + 2.0 * kv_local)) + _gemm_time(ctx, m_tok, h / tp, h * ones)
-    attn_flops = 4.0 * m_tok * s * h / tp
-    attn_rate = gpu.peak_bf16_flops * gpu.attn_eff  # attention runs in bf16 also in fp8 training
-    t_attn_core = hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + 2.0 * hw.KERNEL_OVERHEAD_S
+    qd = ctx.q_dim
+    t_attn_gemm = (_gemm_time(ctx, m_tok, h * ones, (qd / tp + 2.0 * kv_local))
+                   + _gemm_time(ctx, m_tok, qd / tp, h * ones))
+    if ctx.unfused_attn:
+        # scores materialised (Megatron-LM 2021-22): batched QK^T and AV GEMMs over all s x s positions
+        # (no causal skipping) plus HBM passes over the b*a/t*s*s score tensor: forward softmax read+write
+        # (4 B) and dropout read+write+1-byte mask (5 B); backward dropout (5 B) and softmax (6 B) gradients
+        heads_local = ctx.heads / np.minimum(tp, ctx.heads)
+        q_len = s / cp
+        cnt = mb * heads_local
+        t_sc = (_gemm_time(ctx, q_len, ctx.head_dim * ones, s * ones, cnt, bf16=True)
+                + _gemm_time(ctx, q_len, s * ones, ctx.head_dim * ones, cnt, bf16=True))
+        score_elems = cnt * q_len * s
+        t_attn_core = t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_FWD * score_elems) + 2.0 * hw.KERNEL_OVERHEAD_S
+        t_attn_core_bwd = (2.0 * t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_BWD * score_elems)
+                           + 2.0 * hw.KERNEL_OVERHEAD_S)
+    else:
+        # fused FlashAttention-style kernel: causal half of the counted FLOPs at the family's measured
+        # FlashAttention-2 rate (bf16 also in fp8 training); backward 2.5x forward (recomputes P)
+        attn_flops = 4.0 * m_tok * s * qd / tp
+        attn_rate = gpu.peak_bf16_flops * gpu.attn_eff
+        t_attn_core = hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + 2.0 * hw.KERNEL_OVERHEAD_S
+        t_attn_core_bwd = 2.5 * t_attn_core
 
     def ffn_time(ffn: float, tokens: Arr, count: Arr | float = 1.0) -> Arr:
         return _gemm_time(ctx, tokens, h * ones, (ctx.mats - 1.0) * ffn / tp, count) + _gemm_time(
@@ -303,8 +326,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # (read 2h, write h, mask h), FFN activation (gelu: read+write f; swiglu: read 2f, write f)
     rep_elems = 12.0 * h / sp_div
     act_elems_dense = (ctx.mats) * f_d / tp
-    fp8_extra = np.where(ctx.elem_bytes < 2.0, 1.5 * (h + f_d) / tp, 0.0)  # casts of O-proj/FFN2 inputs
-    t_ew_dense = _mem_time(ctx, m_tok * (BYTES_ACT * (rep_elems + act_elems_dense) + fp8_extra)) + 6.0 * hw.KERNEL_OVERHEAD_S
+    t_ew_dense = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_elems_dense)) + 6.0 * hw.KERNEL_OVERHEAD_S
 
     if ctx.moe:
         n_moe = ctx.layers - ctx.dense_layers
@@ -324,8 +346,20 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_gemm_fwd = t_attn_gemm + (1.0 - frac_moe) * t_dense_ffn + frac_moe * t_moe_ffn
     t_ew_fwd = (1.0 - frac_moe) * t_ew_dense + frac_moe * t_ew_moe
     # backward: 2x GEMM FLOPs (dgrad + wgrad), attention backward 2.5x forward (FlashAttention-2), 2x traffic
-    t_layer_fwd = t_gemm_fwd + t_attn_core + t_ew_fwd
-    t_layer_bwd = 2.0 * t_gemm_fwd + 2.5 * t_attn_core + 2.0 * t_ew_fwd
+    # fp8 (Transformer Engine recipe): every GEMM operand is cast to fp8 together with its transpose
+    # (fused cast-transpose: read 2 B, write 2 x 1 B per element). Forward: the inputs of the output
+    # projection and of FFN-out (QKV and FFN-in casts are fused into the preceding layernorm). Backward:
+    # the output gradient of every GEMM (QKV, output projection, FFN-in, FFN-out).
+    if ctx.elem_bytes < 2.0:
+        f_eff = (1.0 - frac_moe) * f_d + frac_moe * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+        cast_fwd = hw.FP8_CAST_BYTES * (qd / tp + f_eff / tp)
+        cast_bwd = hw.FP8_CAST_BYTES * ((qd + 2.0 * kvd) / tp + 2.0 * h / sp_div + (ctx.mats - 1.0) * f_eff / tp)
+        t_cast_fwd = _mem_time(ctx, m_tok * cast_fwd) + 2.0 * hw.KERNEL_OVERHEAD_S
+        t_cast_bwd = _mem_time(ctx, m_tok * cast_bwd) + 4.0 * hw.KERNEL_OVERHEAD_S
+    else:
+        t_cast_fwd = t_cast_bwd = np.zeros_like(tp)
+    t_layer_fwd = t_gemm_fwd + t_attn_core + t_ew_fwd + t_cast_fwd
+    t_layer_bwd = 2.0 * t_gemm_fwd + t_attn_core_bwd + 2.0 * t_ew_fwd + t_cast_bwd
     t_layer_rc = np.where(rc >= 2, t_layer_fwd, np.where(rc >= 1, t_attn_core, 0.0))
 
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
@@ -339,7 +373,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # overlapped with the attention core it feeds
     kv_bytes = mb * s * 2.0 * kv_local * BYTES_ACT
     t_cp_raw = 3.0 * coll.time("ag", kv_bytes, cp, tp)
-    t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core * 3.5))
+    t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core + t_attn_core_bwd))
     t_cp_layer = np.where(cp > 1, np.maximum(t_cp_layer, 0.1 * t_cp_raw), 0.0)
 
     # ---- EP: dispatch + combine all-to-all forward and backward (+ forward again with full recompute)
@@ -424,11 +458,14 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     rep_act = 10.0 * h
     ffn_act_dense = (4.0 if ctx.mats == 2.0 else 6.0) * f_d
     ffn_act_moe = (4.0 if ctx.mats == 2.0 else 6.0) * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) + 4.0 * ctx.top_k * h
-    shard_act = 4.0 * h + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
+    shard_act = 4.0 * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
     act_layer_tok = rep_act / sp_div + shard_act / tp
-    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div, act_layer_tok)
+    # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per
+    # score: Korthikanti's 5as/t per token, unless the attention core is recomputed (selective / full)
+    scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
+    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div, act_layer_tok + np.where(rc >= 1, 0.0, scores_tok))
     act_stage_mb = m_tok * layers_stage * per_layer_full
-    working = np.where(rc >= 2, m_tok * act_layer_tok, 0.0)
+    working = np.where(rc >= 2, m_tok * (act_layer_tok + scores_tok), 0.0)
     in_flight = np.minimum(pp, n_micro) * np.where(vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
     logits_mem = m_tok * ctx.vocab / tp * 4.0 * 2.0
     act_mem = act_stage_mb * in_flight + working + np.where(pp > 1, 0.0, logits_mem)

@@ -20,10 +20,12 @@ AUTO = "auto"
 
 TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description"}
 REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
-MODEL_KEYS = {"name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_ffn", "vocab", "seq_len", "moe"}
+MODEL_KEYS = {
+    "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_ffn", "vocab", "seq_len", "moe",
+}
 MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
-TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero"}
+TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention"}
 TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
@@ -33,6 +35,9 @@ CLUSTER_KEYS = {
 CLUSTER_REQUIRED = ("gpu", "gpus")
 PRECISIONS = ("bf16", "fp8")
 RECOMPUTE = ("none", "selective", "full")
+# attention kernel: "flash" (fused, scores never in HBM) or "unfused" (scores materialised: Megatron-LM
+# 2021-22 scale-mask-softmax + dropout); "auto" = the GPU family's default (hardware.FAMILY_ATTENTION)
+ATTENTION = ("flash", "unfused")
 FABRICS = ("infiniband", "roce")
 TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
 ROUTINGS = ("adaptive", "ecmp")
@@ -70,6 +75,11 @@ class ModelSpec:
     vocab: int
     seq_len: int
     moe: MoESpec | None = None
+    head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
+
+    @property
+    def dim_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class TrainingSpec:
     recompute: str | None  # None = auto
     tokens: float
     zero: int | None  # None = auto
+    attention: str | None = None  # None = auto (family default)
 
 
 @dataclass(frozen=True)
@@ -241,8 +252,8 @@ def _parse_model(doc: Any) -> ModelSpec:
     layers = _int(d, "layers", path)
     hidden = _int(d, "hidden", path)
     heads = _int(d, "heads", path)
-    if hidden % heads:
-        raise ScenarioError("model.heads", f"{heads} does not divide model.hidden={hidden}")
+    if hidden % heads and d.get("head_dim") is None:
+        raise ScenarioError("model.heads", f"{heads} does not divide model.hidden={hidden} (give model.head_dim)")
     kv_heads = _int(d, "kv_heads", path, default=heads)
     if kv_heads > heads or heads % kv_heads:
         raise ScenarioError("model.kv_heads", f"{kv_heads} must divide model.heads={heads}")
@@ -250,6 +261,9 @@ def _parse_model(doc: Any) -> ModelSpec:
     if not isinstance(name, str):
         raise ScenarioError("model.name", f"must be a string, got {name!r}")
     moe = _parse_moe(d["moe"], hidden, layers) if d.get("moe") is not None else None
+    head_dim = _int(d, "head_dim", path) if d.get("head_dim") is not None else 0
+    if head_dim == hidden // heads:
+        head_dim = 0
     return ModelSpec(
         name=name,
         layers=layers,
@@ -261,6 +275,7 @@ def _parse_model(doc: Any) -> ModelSpec:
         vocab=_int(d, "vocab", path),
         seq_len=_int(d, "seq_len", path),
         moe=moe,
+        head_dim=head_dim,
     )
 
 
@@ -282,6 +297,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
         recompute=_choice(d, "recompute", path, RECOMPUTE, AUTO, allow_auto=True),
         tokens=_number(d, "tokens", path),
         zero=zero_v,
+        attention=_choice(d, "attention", path, ATTENTION, AUTO, allow_auto=True),
     )
 
 
@@ -444,6 +460,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         "name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
         "ffn_hidden": m.ffn_hidden, "gated_ffn": m.gated_ffn, "vocab": m.vocab, "seq_len": m.seq_len,
     }
+    if m.head_dim:  # only when it differs from hidden/heads, so older documents keep their canonical form
+        model["head_dim"] = m.head_dim
     if m.moe is not None:
         model["moe"] = {
             "experts": m.moe.experts, "top_k": m.moe.top_k, "expert_ffn_hidden": m.moe.expert_ffn_hidden,
@@ -481,6 +499,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         "parallelism": par,
         "cluster": cluster,
     }
+    if t.attention is not None:
+        out["training"]["attention"] = t.attention
     if s.name:
         out["name"] = s.name
     if s.description:

@@ -52,10 +52,10 @@ def scenario_for(catalog: Any) -> Any:
 @pytest.fixture
 def finished_run(catalog: Any) -> Any:
     """A SUCCEEDED run with a real engine result (no worker needed)."""
+    from planner.planning import services as planning
     from simulations import services as sim
     from simulations.engine.tco import tco
     from simulations.models import RunKind, RunStatus
-    from planner.planning import services as planning
 
     def _make(scenario: Any, user: Any, *, monte_carlo: int = 200, **cluster: Any) -> Any:
         doc, version, values = planning.scenario_resolve(scenario=scenario)

@@ -40,6 +40,12 @@ class Endpoint:
         return self.name.rsplit("-", 1)[0] if "-" in self.name else self.name
 
     @property
+    def resource(self) -> str:
+        """The first path segment after /api/v1/ ("reports", "catalog-items", "" for the API root)."""
+        rest = self.route[len(API_PREFIX):] if self.route.startswith(API_PREFIX) else self.route
+        return rest.split("/", 1)[0]
+
+    @property
     def is_detail(self) -> bool:
         return bool(self.params)
 

@@ -26,6 +26,7 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 
     def get_queryset(self) -> QuerySet:
         qs = super().get_queryset()
+        assert qs is not None
         request = self.context.get("request")
         teams = visible_team_ids(request) if request is not None else []
         cond = Q(**{f"{self.team_path}_id__in": teams})

@@ -22,7 +22,7 @@ from planner.planning.models import (
 
 
 class TeamSlugMixin(serializers.Serializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
 
 # --- catalogs ------------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ class CatalogForkSerializer(serializers.Serializer):
 
 class CatalogVersionSerializer(serializers.ModelSerializer):
     item_count = serializers.SerializerMethodField()
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = CatalogVersion
@@ -77,7 +77,9 @@ class CatalogVersionSerializer(serializers.ModelSerializer):
     examples=[
         OpenApiExample(
             "800G transceiver price change",
-            value={"catalog": 3, "unit_price_usd": 1300.0, "note": "Q3 quote from vendor"},
+            value={"catalog": 3, "key": "OSFP-800G-DR8", "kind": "transceiver", "name": "800G OSFP DR8",
+                   "unit_price_usd": 1300.0, "power_w": 16.0, "specs": {"gbps": 800}, "source": "Q3 vendor quote",
+                   "note": "Q3 quote from vendor"},
             request_only=True,
         )
     ]
@@ -98,7 +100,8 @@ class CatalogItemSerializer(serializers.ModelSerializer):
 
 
 class CatalogItemCreateSerializer(CatalogItemSerializer):
-    catalog = ScopedPrimaryKeyRelatedField(queryset=Catalog.objects.all(), write_only=True, allow_global=True,
+    catalog = ScopedPrimaryKeyRelatedField(  # type: ignore[assignment]
+        queryset=Catalog.objects.all(), write_only=True, allow_global=True,
                                            help_text="Team catalog to add the item to (creates a new version).")
 
     class Meta(CatalogItemSerializer.Meta):

@@ -33,13 +33,21 @@ from planner.planning.api.serializers import (
     ScenarioSerializer,
     WorkloadSerializer,
 )
+from planner.planning.models import (
+    Catalog,
+    CatalogItem,
+    CatalogVersion,
+    Fleet,
+    ObjectChange,
+    Scenario,
+    Workload,
+)
 from simulations.api.serializers import (
     RunSubmitForScenarioSerializer,
     SimulationRunSerializer,
     SweepForScenarioSerializer,
     SweepSerializer,
 )
-from planner.planning.models import Catalog, CatalogItem, CatalogVersion, Fleet, ObjectChange, Scenario, Workload
 
 
 class ServiceModelViewSet(TeamScopedViewSetMixin, viewsets.ModelViewSet):
@@ -79,10 +87,9 @@ class GlobalOrTeamMixin:
     """Catalog scoping: the global catalog (team NULL) plus the request's teams."""
 
     team_path = "team"
-    request: Request
 
     def scope_queryset(self, queryset: QuerySet) -> QuerySet:
-        teams = visible_team_ids(self.request, Capability.READ)
+        teams = visible_team_ids(getattr(self, "request", None), Capability.READ)
         return queryset.filter(Q(**{f"{self.team_path}__isnull": True}) | Q(**{f"{self.team_path}_id__in": teams}))
 
 

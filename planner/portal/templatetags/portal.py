@@ -176,3 +176,27 @@ def fmt_delta(value: Any, kind: str = "num") -> str:
         return "—"
     text = fmt(abs(v), kind)
     return ("+" if v > 0 else "−" if v < 0 else "±") + text
+
+
+@register.filter
+def metric(result: Any, path: str) -> Any:
+    """A number from a stored run result by dotted path (predict/search results have no "performance.")."""
+    from planner.portal.charts import metric as _metric
+
+    return _metric(result if isinstance(result, dict) else None, path)
+
+
+@register.filter
+def run_title(run: Any) -> str:
+    """A run's label, else its scenario's name, else its kind."""
+    if getattr(run, "label", ""):
+        return str(run.label)
+    scenario = getattr(run, "scenario", None)
+    return scenario.name if scenario is not None else str(getattr(run, "kind", ""))
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

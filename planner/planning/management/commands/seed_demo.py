@@ -65,10 +65,10 @@ class Command(BaseCommand):
                     team=team, user=user, name=name, model=model, training=TRAINING[name], parallelism="auto",
                     description=f"{name} pre-training preset",
                 )
-            for name, workload, fleet, watched in SCENARIOS:
+            for name, workload_name, fleet_name, watched in SCENARIOS:
                 if not Scenario.objects.filter(team=team, name=name).exists():
-                    services.scenario_create(team=team, user=user, name=name, workload=workloads[workload],
-                                             fleet=fleets[fleet], watched=watched)
+                    services.scenario_create(team=team, user=user, name=name, workload=workloads[workload_name],
+                                             fleet=fleets[fleet_name], watched=watched)
         self.stdout.write(self.style.SUCCESS(
             f"Demo ready. Log in as 'demo' with password '{settings.FP_DEMO_PASSWORD}' (admin of team Demo)."
         ))

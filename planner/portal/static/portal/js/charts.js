@@ -26,7 +26,7 @@
         if (a >= 1e3) return "$" + (v / 1e3).toFixed(1) + "k";
         return "$" + v.toFixed(0);
       case "pct": return (v * 100).toFixed(1) + "%";
-      case "days": return v.toFixed(1) + " d";
+      case "days": return (a < 20 ? v.toFixed(2) : v.toFixed(1)) + " d";
       case "s": return a < 1 ? (v * 1000).toFixed(0) + " ms" : v.toFixed(2) + " s";
       default: return a >= 1000 ? v.toLocaleString() : String(Math.round(v * 100) / 100);
     }
