@@ -263,6 +263,34 @@ class Collectives:
             lat = np.where(inter, steps_net * alpha, steps_ring * hw.NVLINK_LATENCY_S)
         return np.where(n > 1.0, bw_t + lat, 0.0)
 
+    def moe_a2a(self, tokens: Arr, elem_bytes: float, n: Arr, stride: Arr) -> Arr:
+        """One MoE token all-to-all (dispatch or combine) of ``tokens`` per rank over ``n`` EP ranks.
+
+        Each token picks ``top_k`` of the experts, spread evenly over the ``n`` ranks (``k`` of them per
+        node, ``n/k`` nodes). The dispatcher sends a token once to each distinct destination: once per
+        remote node over the NIC (hierarchical dispatch: the receiving GPU forwards it over NVLink to the
+        GPUs of that node that host a chosen expert), once per other GPU over NVLink. With uniform routing
+        the expected numbers of copies per token are
+            remote nodes  (N-1)(1 - (1 - 1/N)^top_k),      N = n/k
+            NVLink        N(k-1)(1 - (1 - 1/n)^top_k)
+        and the NIC and NVLink phases run concurrently (the slower one sets the time). For top_k = 1
+        this is the plain all-to-all volume (n-1)/n; for fine-grained MoE (top_k 6-8) deduplication
+        sends 30-40% fewer bytes over the NIC than one copy per (token, expert) pair.
+        """
+        c = self.ctx
+        n = np.maximum(n, 1.0)
+        k = np.clip(c.gpn / stride, 1.0, n)
+        nodes = n / k
+        hit_node = 1.0 - (1.0 - 1.0 / nodes) ** c.top_k
+        hit_gpu = 1.0 - (1.0 - 1.0 / n) ** c.top_k
+        per_tok = c.hidden * elem_bytes
+        t_net = tokens * per_tok * (nodes - 1.0) * hit_node / (c.nic_bw_gpu / self._fabric_factor(nodes, n * stride))
+        t_nvl = tokens * per_tok * nodes * (k - 1.0) * hit_gpu / self._nvl("a2a")
+        inter = nodes > 1.0
+        lat = np.where(inter, self._net_alpha(nodes) * np.log2(np.maximum(nodes, 2.0)), hw.NVLINK_LATENCY_S)
+        lat = lat + (n - 1.0) * 0.1e-6
+        return np.where(n > 1.0, np.maximum(t_net, t_nvl) + lat, 0.0)
+
     def p2p(self, nbytes: Arr, stride: Arr) -> Arr:
         c = self.ctx
         inter = stride >= c.gpn
@@ -333,13 +361,17 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         tok_expert = m_tok * ep * ctx.top_k / ctx.experts  # tokens per local expert
         t_moe_ffn = ffn_time(ctx.expert_ffn, tok_expert, ctx.experts / ep)
         if ctx.shared_experts > 0:
-            t_moe_ffn = t_moe_ffn + ffn_time(ctx.expert_ffn * ctx.shared_experts, m_tok)
+            t_shared = ffn_time(ctx.expert_ffn * ctx.shared_experts, m_tok)
+            t_moe_ffn = t_moe_ffn + t_shared
+        else:
+            t_shared = np.zeros_like(tp)
         t_moe_ffn = t_moe_ffn + _gemm_time(ctx, m_tok, h * ones, ctx.experts * ones)  # router
         act_moe = ctx.mats * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) / tp
         t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe + 2.0 * ctx.top_k * h / sp_div))
     else:
         n_moe = 0.0
         t_moe_ffn = np.zeros_like(tp)
+        t_shared = np.zeros_like(tp)
         t_ew_moe = np.zeros_like(tp)
     frac_moe = n_moe / ctx.layers
 
@@ -376,13 +408,35 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core + t_attn_core_bwd))
     t_cp_layer = np.where(cp > 1, np.maximum(t_cp_layer, 0.1 * t_cp_raw), 0.0)
 
-    # ---- EP: dispatch + combine all-to-all forward and backward (+ forward again with full recompute)
+    # ---- EP: dispatch + combine all-to-all forward and backward (+ forward again with full recompute).
+    # Dispatch-direction transfers (forward dispatch of the expert inputs, backward dispatch of the
+    # gradients at the expert outputs) feed expert GEMMs and are sent in the GEMM precision (fp8: 1 B,
+    # quantised before sending as the GEMM would cast them anyway; DeepSeek-V3 Sec. 3.3, DeepEP,
+    # Transformer Engine); combine-direction transfers are weighted sums over top_k and stay bf16.
+    t_layer_compute = t_layer_fwd + t_layer_bwd + t_layer_rc
     if ctx.moe:
-        a2a_bytes = m_tok / sp_div * ctx.top_k * h * BYTES_ACT
-        n_a2a = 4.0 + np.where(rc >= 2, 2.0, 0.0)
-        t_ep_layer = frac_moe * n_a2a * coll.time("a2a", a2a_bytes, ep, tp)
+        tok_a2a = m_tok / sp_div
+        t_disp = coll.moe_a2a(tok_a2a, ctx.elem_bytes, ep, tp)
+        t_comb = coll.moe_a2a(tok_a2a, BYTES_ACT, ep, tp)
+        n_pairs = 2.0 + np.where(rc >= 2, 1.0, 0.0)
+        t_ep_raw = frac_moe * n_pairs * (t_disp + t_comb)
+        # Overlap. In the steady state of a pipelined schedule (1F1B, interleaved, DualPipe) a stage
+        # alternates the forward of one micro-batch with the backward of another: the two are
+        # independent, so the all-to-all of one runs under the compute of the other (DeepSeek-V3
+        # DualPipe, Megatron-Core's EP-communication overlap). Exposed = what exceeds that compute.
+        # Warm-up and cool-down slots, (p-1) of the m micro-batches, have no partner; there, and
+        # without pipelining, only the shared experts (independent of the routed tokens) run under the
+        # dispatch (DeepSeek-V2 Sec. 3.1.3, Megatron-Core shared-expert overlap).
+        steady = np.where((pp > 1) & (n_micro >= 2.0),
+                          np.clip((n_micro - (pp - 1.0)) / n_micro, 0.0, 1.0), 0.0)
+        shared_window = frac_moe * 3.0 * t_shared  # forward + backward (2x) of the shared experts
+        exposed_ss = np.maximum(0.0, t_ep_raw - t_layer_compute)
+        exposed_other = np.maximum(0.0, t_ep_raw - shared_window)
+        t_ep_layer = steady * exposed_ss + (1.0 - steady) * exposed_other
+        t_ep_hidden = t_ep_raw - t_ep_layer
     else:
         t_ep_layer = np.zeros_like(tp)
+        t_ep_hidden = np.zeros_like(tp)
 
     # ---- bottleneck pipeline stage: ceil(L/pp) layers, or the even share of layers + logits when the
     # framework balances the output layer by giving the last stage fewer layers (Llama 3 did so)
@@ -390,7 +444,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_logit_gemm = _gemm_time(ctx, m_tok, h * ones, ctx.vocab / tp)
     t_ce = _mem_time(ctx, m_tok * ctx.vocab / tp * 4.0 * 4.0)  # fp32 logits: softmax, loss, grad passes
     t_logits = 3.0 * t_logit_gemm + t_ce
-    t_layer_total = t_layer_fwd + t_layer_bwd + t_layer_rc
+    t_layer_total = t_layer_compute
     comm_layer = t_tp_layer + t_cp_layer + t_ep_layer
     t_layer_all = t_layer_total + comm_layer
     stage_time = np.maximum(layers_stage * t_layer_all, (ctx.layers * t_layer_all + t_logits) / pp)
@@ -412,6 +466,10 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     emb_p_gpu = ctx.vocab * h / tp * np.where(pp > 1, 1.0, 2.0)
     params_gpu = layers_stage * layer_p_gpu + emb_p_gpu
     dpc = dp * cp  # gradients are reduced over data x context parallel ranks
+    # routed-expert weights are replicated only over the expert-data-parallel group (d*c/e ranks), so
+    # ZeRO can shard their states e times less (Megatron-Core distributed optimizer, DeepSpeed-MoE)
+    expert_gpu = layers_stage * frac_moe * (ctx.experts / ep) * expert_p / tp
+    edp = np.maximum(dpc / ep, 1.0)
     grad_bytes = np.where(zero >= 3, 2.0, 4.0)  # fp32 grad reduction (Megatron); bf16 in FSDP
     t_grad = np.where(zero >= 1, coll.time("rs", params_gpu * grad_bytes, dpc, tp),
                       coll.time("ar", params_gpu * grad_bytes, dpc, tp))
@@ -428,16 +486,18 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     dp_exposed = np.where(dpc > 1, np.where(zero >= 3, 0.0, exposed_grad + exposed_pg), 0.0)
 
     # ---- optimizer (memory bound), sharded by ZeRO >= 1
-    opt_params = params_gpu / np.where(zero >= 1, dpc, 1.0)
+    opt_params = ((params_gpu - expert_gpu) / np.where(zero >= 1, dpc, 1.0)
+                  + expert_gpu / np.where(zero >= 1, edp, 1.0))
     t_opt = _mem_time(ctx, opt_params * hw.OPTIMIZER_BYTES_PER_PARAM)
 
     # ---- pipeline schedule: 1F1B / interleaved 1F1B, bubble (pp-1)/vpp micro-batch slots
     # ---- interference: collectives hidden behind compute still take SMs and HBM bandwidth from it
     tp_hidden_mb = stage_share * ctx.layers * n_tp * t_ar * hw.TP_OVERLAP
     cp_hidden_mb = stage_share * ctx.layers * np.where(cp > 1, t_cp_raw - t_cp_layer, 0.0)
+    ep_hidden_mb = stage_share * ctx.layers * t_ep_hidden
     z3_hidden_mb = np.where(zero >= 3, np.minimum(z3_mb, t_compute_mb), 0.0)
     dp_hidden = np.where((dpc > 1) & (zero < 3), (t_grad - exposed_grad) + (t_pgather - exposed_pg), 0.0)
-    interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + cp_hidden_mb + z3_hidden_mb)
+    interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + cp_hidden_mb + ep_hidden_mb + z3_hidden_mb)
     interf_dp = hw.OVERLAP_INTERFERENCE * np.maximum(dp_hidden, 0.0)
 
     t_mb = t_compute_mb + interf_mb + t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + z3_exposed_mb
@@ -446,18 +506,22 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
 
     # ---- memory per GPU (bottleneck = first stage, which holds the most in-flight micro-batches)
     w_bytes = 2.0  # bf16 weights (fp8 casts are transient per layer); fp32 main grads; fp32 Adam states
-    shard = np.where(zero >= 1, dpc, 1.0)
-    states = params_gpu * (
-        w_bytes / np.where(zero >= 3, dpc, 1.0)
-        + 4.0 / np.where(zero >= 2, dpc, 1.0)
-        + 12.0 / shard
-    )
+
+    def _states(n_par: Arr, group: Arr) -> Arr:
+        return n_par * (w_bytes / np.where(zero >= 3, group, 1.0) + 4.0 / np.where(zero >= 2, group, 1.0)
+                        + 12.0 / np.where(zero >= 1, group, 1.0))
+
+    states = _states(params_gpu - expert_gpu, dpc) + _states(expert_gpu, edp)
     zero3_buffers = np.where(zero >= 3, 3.0 * layer_p_gpu * 2.0, 0.0)
     # activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE;
     # attention scores are never stored (fused FlashAttention-style kernel), so no 5as^2 term)
     rep_act = 10.0 * h
     ffn_act_dense = (4.0 if ctx.mats == 2.0 else 6.0) * f_d
-    ffn_act_moe = (4.0 if ctx.mats == 2.0 else 6.0) * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) + 4.0 * ctx.top_k * h
+    # MoE: the FFN part per active expert, plus each dispatched copy of the token (the experts' input,
+    # kept in the dispatch precision, 1 B with fp8 dispatch) and each expert output kept for the
+    # combine's backward (bf16)
+    ffn_act_moe = ((4.0 if ctx.mats == 2.0 else 6.0) * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+                   + (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h)
     shard_act = 4.0 * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
     act_layer_tok = rep_act / sp_div + shard_act / tp
     # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per

@@ -1,8 +1,9 @@
 """Accuracy on HOLDOUT published runs (tests/data/holdout_runs.json), never used to set any constant.
 
 Bounds are what the engine honestly achieves (docs/validation.md), not targets it was tuned to:
-all rows MAPE <= 17% and worst <= 55% (DeepSeek-V3: DualPipe-overlapped expert all-to-all is not
-modelled); the dense-model rows, the engine's documented scope, worst <= 30%.
+all rows MAPE <= 15% and worst <= 30%; the dense-model rows worst <= 30%; the MoE rows (DeepSeek-V2
+and V3 on H800) worst <= 30% (both predicted 20-25% fast: MLA approximated, partial recomputation and
+routing kernels not modelled; docs/performance-model.md section 11).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def test_holdout_rows_are_sourced_and_disjoint_from_the_reference(runs) -> None:
 
 def test_holdout_mape_and_worst(rows) -> None:
     s = summary(rows)
-    assert s["mape"] <= 0.17, _report(rows)
-    assert s["worst"] <= 0.55, _report(rows)
+    assert s["mape"] <= 0.15, _report(rows)
+    assert s["worst"] <= 0.30, _report(rows)
 
 
 def test_holdout_dense_rows_worst(runs, rows) -> None:
@@ -60,9 +61,15 @@ def test_holdout_dense_rows_worst(runs, rows) -> None:
     assert summary(dense)["worst"] <= 0.30, _report(dense)
 
 
+def test_holdout_moe_rows_worst(runs, rows) -> None:
+    moe = [row for run, row in zip(runs, rows, strict=True) if run["scenario"]["model"].get("moe")]
+    assert len(moe) >= 2
+    assert summary(moe)["worst"] <= 0.30, _report(moe)
+
+
 def test_holdout_check_is_not_vacuous(rows) -> None:
     off = [abs(r.predicted * 1.5 - r.measured) / r.measured for r in rows]
-    assert sum(off) / len(off) > 0.17
+    assert sum(off) / len(off) > 0.15
 
 
 def test_holdout_file_is_valid_json_with_about(runs) -> None:
@@ -117,3 +124,62 @@ def test_fp8_cast_traffic_is_charged() -> None:
     bf16_sc["training"]["precision"] = "bf16"
     bf16 = predict(bf16_sc)
     assert 1.0 < bf16.step_time_s / fp8.step_time_s < 1.8  # casts and bf16 attention keep fp8 far from 2x
+
+
+# ---- MoE physics (generic, not per row)
+
+def _moe_scenario(**over):
+    run = next(r for r in load_runs(HOLDOUT_RUNS) if r["id"] == "deepseek-v3-2048-h800")
+    sc = json.loads(json.dumps(run["scenario"]))
+    sc["training"]["micro_batch"] = 1
+    sc["parallelism"]["vpp"] = 1
+    for section, values in over.items():
+        sc[section].update(values)
+    return sc
+
+
+def _ctx_coll(sc):
+    from simulations.engine.hardware import gpu_spec
+    from simulations.engine.model import Collectives, make_context
+    from simulations.engine.scenario import parse_scenario
+
+    s = parse_scenario(sc)
+    ctx = make_context(s, gpu_spec(s.cluster.gpu))
+    return ctx, Collectives(ctx)
+
+
+def test_moe_dispatch_is_deduplicated_per_node_and_fp8_halves_it() -> None:
+    import numpy as np
+
+    ctx, coll = _ctx_coll(_moe_scenario())
+    one = np.ones(1)
+    tok = 4096.0 * one
+    bf16 = coll.moe_a2a(tok, 2.0, 64.0 * one, one)[0]
+    fp8 = coll.moe_a2a(tok, 1.0, 64.0 * one, one)[0]
+    assert 0.45 < fp8 / bf16 < 0.55
+    # 8 nodes, top-8: 7 x (1 - (7/8)^8) = 4.6 remote-node copies per token instead of 8 x 56/64 = 7
+    naive = coll.time("a2a", tok * ctx.top_k * ctx.hidden * 2.0, 64.0 * one, one)[0]
+    assert 0.55 < bf16 / naive < 0.75
+    # top_k = 1 degenerates to the plain all-to-all volume
+    ctx1, coll1 = _ctx_coll(_moe_scenario(model={"moe": {"experts": 256, "top_k": 1, "expert_ffn_hidden": 2048}}))
+    plain = coll1.time("a2a", tok * ctx1.hidden * 2.0, 64.0 * one, one)[0]
+    assert coll1.moe_a2a(tok, 2.0, 64.0 * one, one)[0] == pytest.approx(plain, rel=0.02)
+
+
+def test_moe_all_to_all_overlaps_other_micro_batches_only_with_pipelining() -> None:
+    from simulations.engine.perf import predict
+
+    piped = predict(_moe_scenario())
+    flat = predict(_moe_scenario(parallelism={"pp": 1, "dp": 2048}, training={"global_batch": 16384}))
+    piped_share = piped.breakdown_s["ep_comm"] / piped.step_time_s
+    flat_share = flat.breakdown_s["ep_comm"] / flat.step_time_s
+    assert piped_share < 0.1 < flat_share
+
+
+def test_moe_expert_states_shard_over_expert_data_parallel_group() -> None:
+    from simulations.engine.perf import predict
+
+    low = predict(_moe_scenario(parallelism={"ep": 8}))
+    high = predict(_moe_scenario(parallelism={"ep": 128}))
+    # 16x more experts per GPU at ep 8, but their Adam states shard 16x wider: weights+grads dominate
+    assert low.memory_gb_per_gpu > high.memory_gb_per_gpu
