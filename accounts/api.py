@@ -11,6 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
 
 from accounts import services
 from accounts.models import ApiToken, Membership, Team
@@ -26,11 +27,13 @@ from accounts.serializers import (
 )
 
 
-class MeViewSet(viewsets.ViewSet):
+class MeView(APIView):
+    """The signed-in user (or the token's user) and their teams with roles."""
+
     permission_classes = (permissions.IsAuthenticated,)
 
     @extend_schema(responses=MeSerializer)
-    def list(self, request: Request) -> Response:
+    def get(self, request: Request) -> Response:
         return Response(MeSerializer(request.user).data)
 
 
@@ -45,8 +48,14 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
             return Team.objects.none()
         return Team.objects.filter(id__in=visible_team_ids(self.request)).order_by("name")
 
-    @extend_schema(request=MembershipSerializer, responses=MembershipSerializer(many=True))
-    @action(detail=True, methods=["get", "post"])
+    @extend_schema(
+        methods=["GET"], responses=MembershipSerializer(many=True), description="Members of the team and roles."
+    )
+    @extend_schema(
+        methods=["POST"], request=MembershipSerializer, responses={201: MembershipSerializer},
+        description="Add a member or change their role (team admins only).",
+    )
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
     def members(self, request: Request, pk: Any = None) -> Response:
         team = self.get_object()
         if request.method == "POST":

@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds (bounded run)")
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args(argv)
-    spec = json.load(sys.stdin if args.spec == "-" else open(args.spec))
+    if args.spec == "-":
+        spec = json.load(sys.stdin)
+    else:
+        with open(args.spec) as fh:
+            spec = json.load(fh)
     result = asyncio.run(run(spec, args.duration, args.concurrency))
     print(json.dumps(result))
     return 0

@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "django_htmx",
     "csp",
@@ -194,8 +195,9 @@ CELERY_TASK_TIME_LIMIT = _int("CELERY_TASK_TIME_LIMIT", 900)
 CELERY_TASK_SOFT_TIME_LIMIT = _int("CELERY_TASK_SOFT_TIME_LIMIT", 840)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# With acks_late, a message not acked within the visibility timeout is redelivered (Redis transport).
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+if REDIS_URL:
+    # With acks_late, a message not acked within the visibility timeout is redelivered (Redis transport).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = _bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -252,6 +254,10 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI served from our own static files (drf-spectacular-sidecar): works offline, CSP 'self'.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]",
     "ENUM_NAME_OVERRIDES": {

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -52,7 +54,23 @@ def error_response(errors: dict[str, list[str]], code: int) -> Response:
     return Response({"errors": errors, "status": code}, status=code)
 
 
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body too large."
+    default_code = "payload_too_large"
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # Hostile bodies: too large for DATA_UPLOAD_MAX_MEMORY_SIZE, nested past the parser's recursion limit,
+    # or not decodable. None of these is an APIException, so without this they would be 500s.
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(
+            f"Request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE={settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+        )
+    elif isinstance(exc, RecursionError):
+        exc = exceptions.ParseError("JSON parse error - nested too deeply.")
+    elif isinstance(exc, UnicodeDecodeError):
+        exc = exceptions.ParseError("Request body is not valid UTF-8.")
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}

@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from accounts.api import ApiTokenViewSet, MeViewSet, TeamViewSet
+from accounts.api import ApiTokenViewSet, MeView, TeamViewSet
 from planner.planning.api.views import (
     CatalogItemViewSet,
     CatalogVersionViewSet,
@@ -16,7 +16,6 @@ from planner.planning.api.views import (
 from simulations.api.views import PreviewView, ReEvaluationViewSet, ReportViewSet, RunViewSet, SweepViewSet
 
 router = DefaultRouter()
-router.register("me", MeViewSet, basename="me")
 router.register("teams", TeamViewSet, basename="team")
 router.register("tokens", ApiTokenViewSet, basename="token")
 router.register("catalogs", CatalogViewSet, basename="catalog")
@@ -35,5 +34,6 @@ urlpatterns = [
     # The compare report without the trailing slash too: /api/v1/reports/compare?runs=1,2&baseline=1
     path("reports/compare", ReportViewSet.as_view({"get": "compare"}, schema=None), name="report-compare-noslash"),
     path("preview/", PreviewView.as_view(), name="preview"),
+    path("me/", MeView.as_view(), name="me"),
     *router.urls,
 ]

@@ -93,3 +93,12 @@ def change_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) 
         if filters.get("object_id"):
             qs = qs.filter(object_id=filters["object_id"])
     return qs.select_related("user")
+
+
+def catalog_items_for_display(version: Any) -> list[dict[str, Any]]:
+    """Items of a catalog version in engine form; the built-in default catalog before it is loaded."""
+    if version is not None:
+        return [i.as_engine_item() for i in version.items.all()]
+    from simulations.engine.catalog import default_catalog
+
+    return list(default_catalog().values())

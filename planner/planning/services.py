@@ -324,17 +324,48 @@ def catalog_item_delete(*, item: CatalogItem, user: Any, note: str = "") -> Cata
     return catalog_edit(catalog=item.version.catalog, user=user, change=change, note=note or f"removed {key}")
 
 
+MAX_CSV_ROWS = 10_000
+MAX_CSV_FIELD_CHARS = 20_000
+
+
 def _read_csv(file: Any) -> list[dict[str, str]]:
-    raw = file.read() if hasattr(file, "read") else file
+    """Parse an uploaded CSV defensively: size, encoding, NUL bytes, field and row limits → 400/413."""
+    from django.conf import settings
+
+    from planner.planning.api.errors import PayloadTooLarge
+
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2 * 1024 * 1024
+    size = getattr(file, "size", None)
+    if size is not None and size > limit:
+        raise PayloadTooLarge(f"file: {size} bytes is over the {limit}-byte upload limit")
+    raw = file.read(limit + 1) if hasattr(file, "read") else file
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"file: over the {limit}-byte upload limit")
     if isinstance(raw, bytes):
+        if b"\x00" in raw:
+            raise _err("file", "contains NUL bytes; upload a UTF-8 text CSV")
         try:
             raw = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise _err("file", "must be UTF-8 encoded CSV") from None
+    elif "\x00" in raw:
+        raise _err("file", "contains NUL bytes; upload a UTF-8 text CSV")
     reader = csv.DictReader(io.StringIO(raw))
-    if not reader.fieldnames:
-        raise _err("file", "is empty or has no header row")
-    return [{(k or "").strip(): (v or "").strip() for k, v in row.items() if k is not None} for row in reader]
+    rows: list[dict[str, str]] = []
+    try:
+        if not reader.fieldnames:
+            raise _err("file", "is empty or has no header row")
+        for row in reader:
+            if len(rows) >= MAX_CSV_ROWS:
+                raise _err("file", f"has more than {MAX_CSV_ROWS} rows; split it")
+            if any(v is not None and not isinstance(v, str) for v in row.values()) or None in row:
+                raise _err(f"rows.{reader.line_num}", "has more cells than the header")
+            if any(len(v or "") > MAX_CSV_FIELD_CHARS for v in row.values()):
+                raise _err(f"rows.{reader.line_num}", f"a cell is longer than {MAX_CSV_FIELD_CHARS} characters")
+            rows.append({(k or "").strip(): (v or "").strip() for k, v in row.items() if k is not None})
+    except csv.Error as exc:
+        raise _err("file", f"is not valid CSV (line {reader.line_num}): {exc}") from None
+    return rows
 
 
 def _row_errors(rows: Iterable[dict[str, str]], clean: Callable[[dict[str, str]], Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -609,6 +640,36 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
         raise exceptions.ValidationError(errors)
 
 
+def document_validate(*, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None) -> None:
+    """Check a full engine document with the engine's own rules; 400-style errors name the field."""
+    from simulations.engine.validate import validate_scenario
+
+    try:
+        validate_scenario(document, catalog=catalog)
+    except ValueError as exc:
+        field = str(getattr(exc, "field", "") or "detail")
+        raise exceptions.ValidationError({field: [str(getattr(exc, "message", exc))]}) from None
+
+
+def _validate_scenario_document(*, data: Mapping[str, Any], current: Scenario | None = None) -> None:
+    """The scenario's resolved document (workload + fleet/cluster + costs + catalog) must be valid."""
+    workload = data.get("workload", current.workload if current else None)
+    if workload is None:
+        return
+    catalog = data.get("catalog", current.catalog if current else None)
+    pin = data.get("pinned_version", current.pinned_version if current else None)
+    _, values = catalog_resolve(catalog=catalog, pinned_version=pin)
+    doc = build_document(
+        workload=workload,
+        fleet=data.get("fleet", current.fleet if current else None),
+        cluster=data.get("cluster", current.cluster if current else None),
+        costs=data.get("costs", current.costs if current else None),
+        uncertainty=data.get("uncertainty", current.uncertainty if current else None),
+        catalog=values,
+    )
+    document_validate(document=doc, catalog=values or None)
+
+
 def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
     data = {k: v for k, v in fields.items() if k in SCENARIO_FIELDS}
     if not data.get("name"):
@@ -619,6 +680,7 @@ def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
         if data.get(f) is None:
             data[f] = {}
     _validate_scenario(team_id=team.pk, data=data)
+    _validate_scenario_document(data=data)
     with transaction.atomic():
         scenario = Scenario.objects.create(team=team, created_by=user, updated_by=user, **data)
         changelog.record(obj=scenario, object_type="scenario", action=ObjectChange.Action.CREATE, user=user)
@@ -631,6 +693,7 @@ def scenario_update(*, scenario: Scenario, user: Any, **fields: Any) -> Scenario
         if f in data and data[f] is None:
             data[f] = {}
     _validate_scenario(team_id=scenario.team_id, data=data, current=scenario)
+    _validate_scenario_document(data=data, current=scenario)
     with transaction.atomic():
         before = changelog.snapshot(scenario)
         for k, v in data.items():

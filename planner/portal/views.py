@@ -146,12 +146,9 @@ def catalog(request: HttpRequest) -> HttpResponse:
         version = next((v for v in versions if str(v.number) == request.GET["version"]), None)
         if version is None:
             raise Http404("No such version.")
-    if version is not None:
-        items = [i.as_engine_item() for i in version.items.all()]
-    else:  # catalog not loaded into the database yet: show the engine's built-in one
-        from simulations.engine.catalog import default_catalog
+    from planner.planning.selectors import catalog_items_for_display
 
-        items = list(default_catalog().values())
+    items = catalog_items_for_display(version)
     counts: dict[str, int] = {}
     for item in items:
         counts[item["kind"]] = counts.get(item["kind"], 0) + 1
@@ -314,13 +311,13 @@ def scenarios(request: HttpRequest) -> HttpResponse:
 
 
 def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, Any]) -> bool:
-    """Run the engine's scenario parser (the API's rules) and put its error on the right field."""
-    from simulations.engine.scenario import ScenarioError, parse_scenario
+    """Validate with the same service (and so the same rules) as the API; errors go on the right field."""
+    from planner.planning.services import document_validate
 
     try:
-        parse_scenario(form.document(), catalog=catalog_values)
-    except ScenarioError as exc:
-        form.add_path_errors({exc.field: [exc.message]})
+        document_validate(document=form.document(), catalog=catalog_values or None)
+    except drf_exceptions.ValidationError as exc:
+        form.add_path_errors(_error_dict(exc))
         return False
     return True
 

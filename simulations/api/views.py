@@ -18,6 +18,7 @@ from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability, visible_team_ids
 from planner.planning import services as planning
+from planner.planning.api.errors import HostileInputMixin
 from planner.planning.api.views import ServiceModelViewSet
 from planner.planning.models import Scenario
 from simulations import reports, selectors, services
@@ -71,7 +72,7 @@ def submit_sweep_response(request: Request, *, scenario: Scenario, data: Any) ->
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class RunViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                  mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Simulation runs. POST queues one (202 + URL; 200 with ``reused`` when an identical result exists)."""
 
@@ -120,7 +121,7 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
         return file_response(reports.export_run_line_items(run=run, fmt=request.query_params.get("fmt", "csv")))
 
 
-class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class SweepViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Parameter sweeps over a scenario; runs are at ``/runs/?sweep=<id>``."""
 
@@ -226,7 +227,7 @@ class ReportViewSet(ServiceModelViewSet):
         return file_response(reports.export_report(report=report, fmt=request.query_params.get("fmt", "csv")))
 
 
-class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
+class ReEvaluationViewSet(HostileInputMixin, TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     """Scheduled re-evaluations of watched scenarios: what changed and how the figures moved."""
 
     queryset = ReEvaluation.objects.select_related("scenario").order_by("-created_at", "-id")
@@ -235,7 +236,7 @@ class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet)
     ordering_fields = ("created_at", "completed_at")
 
 
-class PreviewView(APIView):
+class PreviewView(HostileInputMixin, APIView):
     """Synchronous quick prediction for live form estimates (no run is stored)."""
 
     permission_classes = (IsAuthenticated,)

@@ -113,10 +113,6 @@ def test_webhook_is_signed_and_retried(world, watched, fake_engine, receiver, mo
     monkeypatch.setattr(tasks.execute_run, "apply_async", lambda args, **kw: None)
     planning.fleet_update(fleet=world["x"]["fleet"], user=world["users"]["admin"], nic_gbps=800)
     [reeval] = services.reevaluate_watched()
-    from django.db import transaction
-
-    with transaction.atomic():
-        pass
     services.run_execute(run_id=reeval.new_run_id)
     reeval.refresh_from_db()
     assert reeval.delivery_status == "pending"

@@ -94,13 +94,30 @@ def test_claim_is_compare_and_set(world, fake_engine) -> None:
     assert run.status == "succeeded" and run.result is not None
 
 
-def test_domain_error_fails_run_with_field_and_no_result(world) -> None:
+def test_saving_an_invalid_scenario_is_refused_naming_the_field(world) -> None:
+    from rest_framework.exceptions import ValidationError
+
     from planner.planning import services as planning
+
+    x = world["x"]
+    user = world["users"]["planner"]
+    before = dict(x["scenario"].cluster)
+    with pytest.raises(ValidationError) as err:
+        planning.scenario_update(scenario=x["scenario"], user=user, cluster={**before, "gpus": 7})
+    assert "parallelism.dp" in err.value.detail
+    x["scenario"].refresh_from_db()
+    assert x["scenario"].cluster == before
+
+
+def test_domain_error_fails_run_with_field_and_no_result(world) -> None:
+    from planner.planning.models import Scenario
     from simulations import services
 
     x = world["x"]
     user = world["users"]["planner"]
-    planning.scenario_update(scenario=x["scenario"], user=user, cluster={**x["scenario"].cluster, "gpus": 7})
+    # A scenario can become invalid after it was saved (e.g. a catalog edit); write it past validation.
+    Scenario.objects.filter(pk=x["scenario"].pk).update(cluster={**x["scenario"].cluster, "gpus": 7})
+    x["scenario"].refresh_from_db()
     run = services.run_submit(scenario=x["scenario"], user=user, kind="predict")
     done = services.run_execute(run_id=run.pk)
     assert done.status == "failed" and done.result is None

@@ -52,7 +52,7 @@ CSV_BODIES = {
 # (resource, action) -> capability needed in the object's team.
 POLICY: dict[tuple[str, str | None], str] = {
     ("", None): AUTH,  # API root
-    ("me", "list"): AUTH,
+    ("me", None): AUTH, ("me", "list"): AUTH,
     ("tokens", "list"): AUTH, ("tokens", "retrieve"): OWNER, ("tokens", "destroy"): OWNER,
     ("tokens", "create"): "token",
     ("teams", "list"): "read", ("teams", "retrieve"): "read", ("teams", "members:GET"): "read",

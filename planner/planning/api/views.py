@@ -21,6 +21,7 @@ from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
 from planner.planning import services
+from planner.planning.api.errors import HostileInputMixin
 from planner.planning.api.serializers import (
     CatalogForkSerializer,
     CatalogItemCreateSerializer,
@@ -50,7 +51,7 @@ from simulations.api.serializers import (
 )
 
 
-class ServiceModelViewSet(TeamScopedViewSetMixin, viewsets.ModelViewSet):
+class ServiceModelViewSet(HostileInputMixin, TeamScopedViewSetMixin, viewsets.ModelViewSet):
     """CRUD whose writes call services: ``do_create(team, user, data)``, ``do_update``, ``do_delete``."""
 
     def do_create(self, *, team: Any, data: dict[str, Any]) -> Any:
@@ -149,7 +150,7 @@ class CatalogViewSet(GlobalOrTeamMixin, ServiceModelViewSet):
         return Response(CatalogVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
-class CatalogVersionViewSet(GlobalOrTeamMixin, TeamScopedViewSetMixin, mixins.ListModelMixin,
+class CatalogVersionViewSet(HostileInputMixin, GlobalOrTeamMixin, TeamScopedViewSetMixin, mixins.ListModelMixin,
                             mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Catalog versions (immutable). DELETE is refused with 409 and the dependents while in use."""
 
@@ -333,7 +334,7 @@ class ScenarioViewSet(ServiceModelViewSet):
 
 
 # --- change history ------------------------------------------------------------------------------------
-class ObjectChangeViewSet(viewsets.ReadOnlyModelViewSet):
+class ObjectChangeViewSet(HostileInputMixin, viewsets.ReadOnlyModelViewSet):
     """Who changed what, when, with before/after and the changed keys.
 
     ``?object_type=scenario&object_id=12`` gives one object's history.
