@@ -35,6 +35,8 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 class MeSerializer(serializers.ModelSerializer):
     teams = serializers.SerializerMethodField()
+    # Users may have no e-mail address: a plain string, not the "email" format (which forbids "").
+    email = serializers.CharField(read_only=True, allow_blank=True)
 
     class Meta:
         model = User

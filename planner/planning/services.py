@@ -779,3 +779,78 @@ def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
             node[part] = nxt
         node = nxt
     node[parts[-1]] = value
+
+
+# --- Scenario builder ----------------------------------------------------------------------------------
+def gpu_server_item(
+    *, gpu: str, catalog: Mapping[str, dict[str, Any]], server: str | None = None
+) -> dict[str, Any] | None:
+    """The catalog server item the cost model prices ``gpu`` with (``costs.server`` if given, else the
+    engine's default server for that GPU, else the first server holding it); None when there is none."""
+    from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
+
+    key = server or DEFAULT_SERVER_FOR_GPU.get(gpu)
+    if key is None:
+        matches = sorted(k for k, v in catalog.items()
+                         if v.get("kind") == "server" and (v.get("specs") or {}).get("gpu") == gpu)
+        key = matches[0] if matches else None
+    item = catalog.get(key) if key else None
+    return dict(item) if item and item.get("kind") == "server" else None
+
+
+def scenario_save(
+    *,
+    team: Team,
+    user: Any,
+    scenario: Scenario | None = None,
+    name: str,
+    description: str = "",
+    workload_name: str,
+    model: Mapping[str, Any],
+    training: Mapping[str, Any],
+    parallelism: Mapping[str, Any] | str,
+    cluster: Mapping[str, Any] | None,
+    costs: Mapping[str, Any] | None,
+    uncertainty: Mapping[str, Any] | None = None,
+    fleet: Fleet | None = None,
+    watched: bool = False,
+) -> Scenario:
+    """Create (``scenario`` None) or update a scenario together with its workload, in one transaction.
+
+    This is what the scenario builder saves: the workload (model, training, parallelism) and the scenario
+    (a fleet and/or an ad-hoc cluster, costs with optional ranges, uncertainty options). The resolved
+    document is validated with the engine's rules before anything is written; errors name the document
+    field (``model.heads``, ``cluster.gpus``, ``costs.pue``...). When the scenario's workload is shared with
+    other scenarios, an update writes a new workload instead of changing theirs.
+    """
+    if scenario is not None and scenario.team_id != team.pk:
+        raise _err("scenario", f"scenario {scenario.pk} not found")
+    if fleet is not None and fleet.team_id != team.pk:
+        raise _err("fleet", f"fleet {fleet.pk} not found")
+    workload_fields: dict[str, Any] = {
+        "name": workload_name, "model": copy.deepcopy(dict(model)), "training": copy.deepcopy(dict(training)),
+        "parallelism": copy.deepcopy(parallelism if isinstance(parallelism, str) else dict(parallelism)),
+    }
+    _validate_workload(workload_fields)
+    scenario_fields: dict[str, Any] = {
+        "name": name, "description": description, "fleet": fleet, "cluster": dict(cluster or {}),
+        "costs": copy.deepcopy(dict(costs or {})), "uncertainty": copy.deepcopy(dict(uncertainty or {})),
+        "watched": bool(watched),
+    }
+    if not str(name or "").strip():
+        raise _err("name", "This field is required.")
+    # Validate the whole document up front, so a bad input never leaves a half-written workload behind.
+    draft = Workload(team=team, **workload_fields)
+    _validate_scenario(team_id=team.pk, data={**scenario_fields, "workload": draft}, current=scenario)
+    _validate_scenario_document(data={**scenario_fields, "workload": draft}, current=scenario)
+    with transaction.atomic():
+        if scenario is None:
+            workload = workload_create(team=team, user=user, **workload_fields)
+            return scenario_create(team=team, user=user, workload=workload, **scenario_fields)
+        scenario = Scenario.objects.select_for_update().select_related("workload").get(pk=scenario.pk)
+        shared = scenario.workload.scenarios.exclude(pk=scenario.pk).exists()
+        if shared:
+            workload = workload_create(team=team, user=user, **workload_fields)
+        else:
+            workload = workload_update(workload=scenario.workload, user=user, **workload_fields)
+        return scenario_update(scenario=scenario, user=user, workload=workload, **scenario_fields)

@@ -22,5 +22,8 @@ urlpatterns = [
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
     path("compare/", views.compare, name="compare"),
     path("compare/export/", views.compare_export, name="compare-export"),
+    path("reports/", views.reports, name="reports"),
+    path("reports/new/", views.report_new, name="report-new"),
+    path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reevaluations/", views.reevaluations, name="reevaluations"),
 ]

@@ -13,7 +13,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
 from django.db.models import Count, Prefetch, Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -27,7 +26,7 @@ from planner.planning.models import Catalog, CatalogVersion, Fleet, ObjectChange
 from planner.portal import charts
 from planner.portal.forms import FleetForm, ScenarioBuilderForm, SweepForm
 from planner.portal.presets import presets_for_js
-from simulations.models import ACTIVE_STATUSES, ReEvaluation, RunKind, RunStatus, SimulationRun, Sweep
+from simulations.models import ACTIVE_STATUSES, ReEvaluation, Report, RunKind, RunStatus, SimulationRun, Sweep
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +321,13 @@ def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, A
     return True
 
 
+def _fleet_choices(fleets: Any, values: Mapping[str, Any]) -> list[tuple[Fleet, dict[str, Any]]]:
+    """(fleet, the engine cluster it stands for) for the builder's fleet picker."""
+    from planner.planning.services import fleet_cluster
+
+    return [(f, fleet_cluster(fleet=f, catalog=values)) for f in fleets.order_by("name")]
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def scenario_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
@@ -329,50 +335,45 @@ def scenario_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
 
     scenario = None
     if pk is not None:
-        scenario = get_object_or_404(Scenario.objects.for_request(request).select_related("workload"), pk=pk)
+        scenario = get_object_or_404(
+            Scenario.objects.for_request(request).select_related("workload", "fleet", "team"), pk=pk)
         _require(request, scenario.team_id, Capability.PLAN)
         team = scenario.team
         version, values = services.catalog_resolve(catalog=scenario.catalog, pinned_version=scenario.pinned_version)
         initial = ScenarioBuilderForm.initial_from_document(
             services.scenario_document(scenario=scenario), name=scenario.name,
-            description=scenario.description, watched=scenario.watched,
+            description=scenario.description, watched=scenario.watched, fleet=scenario.fleet, catalog=values,
         )
     else:
         team = _team_for_create(request)
         version, values = services.catalog_resolve(catalog=None)
         initial = {}
-    form = ScenarioBuilderForm(request.POST or None, initial=initial, catalog_items=values.values())
+    fleets = _fleet_choices(Fleet.objects.filter(team=team), values)
+    form = ScenarioBuilderForm(
+        request.POST or None, initial=initial, catalog_items=values.values(), fleets=fleets,
+        base_costs=scenario.costs if scenario else None, base_uncertainty=scenario.uncertainty if scenario else None,
+    )
     if request.method == "POST" and form.is_valid() and _validate_document(form, values):
         d = form.cleaned_data
         try:
-            with transaction.atomic():
-                if scenario is None:
-                    workload = services.workload_create(
-                        team=team, user=request.user, name=form.workload_name(), model=form.model_doc(),
-                        training=form.training_doc(), parallelism=form.parallelism_doc(),
-                    )
-                    scenario = services.scenario_create(
-                        team=team, user=request.user, name=d["name"], description=d["description"],
-                        workload=workload, cluster=form.cluster_doc(), costs=form.costs_doc(), watched=d["watched"],
-                    )
-                    messages.success(request, f"Scenario “{scenario.name}” created. Run it to get full results.")
-                else:
-                    services.workload_update(
-                        workload=scenario.workload, user=request.user, name=form.workload_name(),
-                        model=form.model_doc(), training=form.training_doc(), parallelism=form.parallelism_doc(),
-                    )
-                    scenario = services.scenario_update(
-                        scenario=scenario, user=request.user, name=d["name"], description=d["description"],
-                        cluster=form.cluster_doc(), costs=form.costs_doc(), watched=d["watched"],
-                    )
-                    messages.success(request, f"Scenario “{scenario.name}” saved.")
-            return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))
+            saved = services.scenario_save(
+                team=team, user=request.user, scenario=scenario, name=d["name"], description=d["description"],
+                workload_name=form.workload_name(), model=form.model_doc(), training=form.training_doc(),
+                parallelism=form.parallelism_doc(), cluster=form.cluster_doc(), costs=form.costs_doc(),
+                uncertainty=form.uncertainty_doc(), fleet=form.selected_fleet(), watched=d["watched"],
+            )
         except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
             form.add_path_errors(_error_dict(exc))
+        else:
+            if scenario is None:
+                messages.success(request, f"Scenario “{saved.name}” created. Run it to get full results.")
+            else:
+                messages.success(request, f"Scenario “{saved.name}” saved.")
+            return HttpResponseRedirect(reverse("scenario-detail", args=[saved.pk]))
     status = 400 if request.method == "POST" else 200
     return render(request, "portal/scenario_builder.html", {
         "form": form, "scenario": scenario, "team": team, "catalog_version": version,
-        "presets": presets_for_js(),
+        "presets": presets_for_js(), "fleet_clusters": form.fleet_clusters,
     }, status=status)
 
 
@@ -382,8 +383,20 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
     """htmx partial: the live estimate for the builder's current input (nothing is saved)."""
     from planner.planning import services
 
-    _version, values = services.catalog_resolve(catalog=None)
-    form = ScenarioBuilderForm(request.POST, catalog_items=values.values())
+    scenario_id = request.POST.get("scenario_id") or ""
+    scenario = (Scenario.objects.for_request(request).filter(pk=scenario_id).first()
+                if scenario_id.isdigit() else None)
+    if scenario is not None:  # editing: same catalog and the cost keys the builder does not show
+        _version, values = services.catalog_resolve(catalog=scenario.catalog,
+                                                    pinned_version=scenario.pinned_version)
+    else:
+        _version, values = services.catalog_resolve(catalog=None)
+    fleet_id = request.POST.get("fleet") or ""
+    fleets = Fleet.objects.for_request(request).filter(pk=fleet_id) if fleet_id.isdigit() else Fleet.objects.none()
+    form = ScenarioBuilderForm(
+        request.POST, catalog_items=values.values(), fleets=_fleet_choices(fleets, values),
+        base_costs=scenario.costs if scenario else None, base_uncertainty=scenario.uncertainty if scenario else None,
+    )
     form.fields["name"].required = False  # an estimate needs no name
     ctx: dict[str, Any] = {"errors": [], "estimate": None}
     if form.is_valid() and _validate_document(form, values):
@@ -591,10 +604,8 @@ def _compare_runs(request: HttpRequest) -> tuple[list[SimulationRun], Simulation
     return runs_, baseline, sweep
 
 
-@login_required
-@require_GET
-def compare(request: HttpRequest) -> HttpResponse:
-    runs_, baseline, sweep = _compare_runs(request)
+def _render_compare(request: HttpRequest, runs_: list[SimulationRun], baseline: SimulationRun | None,
+                    sweep: Sweep | None = None, report: Report | None = None) -> HttpResponse:
     recent = []
     table = None
     report_charts = None
@@ -609,12 +620,108 @@ def compare(request: HttpRequest) -> HttpResponse:
         recent = list(_runs_for(request).filter(status=RunStatus.SUCCEEDED).order_by("-created_at")[:20])
         not_done = []
     team_ids = {r.team_id for r in runs_}
+    # a comparison can be saved as a report when its runs are in one team where the user may plan
+    can_save = report is None and len(team_ids) == 1 and _can(request, next(iter(team_ids)), Capability.PLAN)
+    if report is not None:
+        query = f"runs={','.join(str(r.pk) for r in runs_)}" + (f"&baseline={baseline.pk}" if baseline else "")
+    else:
+        query = request.GET.urlencode()
     return render(request, "portal/compare.html", {
         "runs": runs_, "baseline": baseline, "sweep": sweep, "table": table, "charts": report_charts,
-        "not_done": not_done, "recent": recent,
+        "not_done": not_done, "recent": recent, "report": report, "can_save": can_save,
+        "can_edit_report": report is not None and _can(request, report.team_id, Capability.PLAN),
+        "run_ids": ",".join(str(r.pk) for r in runs_),
         "can_export": bool(runs_) and all(_can(request, t, Capability.EXPORT) for t in team_ids),
-        "query": request.GET.urlencode(), "print_view": request.GET.get("print") == "1",
+        "query": query, "print_view": request.GET.get("print") == "1",
     })
+
+
+@login_required
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    runs_, baseline, sweep = _compare_runs(request)
+    return _render_compare(request, runs_, baseline, sweep)
+
+
+# --- saved reports ---------------------------------------------------------------------------------------
+@login_required
+@require_GET
+def reports(request: HttpRequest) -> HttpResponse:
+    from simulations.selectors import report_list
+
+    rows = list(report_list(request).select_related("baseline", "team", "created_by").order_by("-updated_at"))
+    return render(request, "portal/reports.html", {"reports": rows})
+
+
+@login_required
+@require_POST
+def report_new(request: HttpRequest) -> HttpResponse:
+    """Save the comparison being viewed (its runs and baseline) as a named report of the runs' team."""
+    from simulations import services as sim_services
+    from simulations.selectors import runs_by_ids
+
+    raw = [p for p in (request.POST.get("runs") or "").replace(" ", "").split(",") if p]
+    if not raw or not all(p.isdigit() for p in raw):
+        raise Http404("Bad run list.")
+    try:
+        runs_ = runs_by_ids(request, list(dict.fromkeys(int(p) for p in raw)))
+    except drf_exceptions.ValidationError:
+        raise Http404("No such run.") from None
+    team_ids = {r.team_id for r in runs_}
+    back = reverse("compare") + "?runs=" + ",".join(str(r.pk) for r in runs_)
+    if len(team_ids) != 1:
+        messages.error(request, "A report holds the runs of one team; these runs belong to several.")
+        return HttpResponseRedirect(back)
+    team_id = next(iter(team_ids))
+    _require(request, team_id, Capability.PLAN)
+    baseline = next((r for r in runs_ if str(r.pk) == request.POST.get("baseline")), runs_[0])
+    try:
+        report = sim_services.report_create(
+            team=runs_[0].team, user=request.user, name=(request.POST.get("name") or "").strip()[:120],
+            description=request.POST.get("description") or "", runs=runs_, baseline=baseline,
+        )
+    except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+        messages.error(request, "The report was not saved: " + "; ".join(
+            f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
+        return HttpResponseRedirect(back + f"&baseline={baseline.pk}")
+    messages.success(request, f"Saved report “{report.name}”.")
+    return HttpResponseRedirect(reverse("report-detail", args=[report.pk]))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A saved report: the comparison of its runs against its baseline (POST: rename / new baseline)."""
+    from simulations import services as sim_services
+    from simulations.selectors import report_list
+
+    report = get_object_or_404(report_list(request).select_related("baseline"), pk=pk)
+    runs_ = list(report.runs.select_related("scenario", "sweep").order_by("id"))
+    if request.method == "POST":
+        _require(request, report.team_id, Capability.PLAN)
+        fields: dict[str, Any] = {}
+        if "name" in request.POST:
+            fields["name"] = (request.POST.get("name") or "").strip()[:120]
+        if "description" in request.POST:
+            fields["description"] = request.POST.get("description") or ""
+        if request.POST.get("baseline"):
+            fields["baseline"] = next((r for r in runs_ if str(r.pk) == request.POST["baseline"]), None)
+            if fields["baseline"] is None:
+                raise Http404("The baseline must be one of the report's runs.")
+        try:
+            if "name" in fields and not fields["name"]:
+                raise drf_exceptions.ValidationError({"name": ["This field is required."]})
+            sim_services.report_update(report=report, user=request.user, **fields)
+            messages.success(request, f"Report “{report.name}” saved.")
+        except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+            messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
+        return HttpResponseRedirect(reverse("report-detail", args=[report.pk]))
+    baseline = report.baseline
+    if request.GET.get("baseline"):  # look at it against another of its runs without saving
+        baseline = next((r for r in runs_ if str(r.pk) == request.GET["baseline"]), None)
+        if baseline is None:
+            raise Http404("The baseline must be one of the report's runs.")
+    return _render_compare(request, runs_, baseline, report=report)
 
 
 @login_required

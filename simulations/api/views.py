@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db.models import Prefetch
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
@@ -89,6 +90,13 @@ class RunViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixi
             return RunSubmitSerializer
         return SimulationRunSerializer
 
+    def get_queryset(self) -> Any:
+        qs = super().get_queryset()
+        if self.action == "list":
+            # The list never returns these (potentially large) JSON documents; don't load them.
+            qs = qs.defer("result", "input_snapshot")
+        return qs
+
     @extend_schema(request=RunSubmitSerializer, responses={202: SimulationRunSerializer, 200: SimulationRunSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = RunSubmitSerializer(data=request.data, context=self.get_serializer_context())
@@ -160,7 +168,12 @@ def _parse_ids(raw: str | None, field: str) -> list[int]:
 class ReportViewSet(ServiceModelViewSet):
     """Saved comparisons, plus ``compare`` (ad hoc) and ``export`` (CSV/XLSX/JSON)."""
 
-    queryset = Report.objects.select_related("team", "baseline").prefetch_related("runs").order_by("-created_at")
+    # Reports serialize run ids only: prefetch just the ids, never the runs' results and snapshots.
+    queryset = (
+        Report.objects.select_related("team")
+        .prefetch_related(Prefetch("runs", queryset=SimulationRun.objects.only("id")))
+        .order_by("-created_at")
+    )
     serializer_class = ReportSerializer
     filterset_fields = ("name",)
     search_fields = ("name", "description")

@@ -97,3 +97,15 @@ def test_portal_login_works(make_user) -> None:
     resp = client.post("/accounts/login/", {"username": "bob", "password": "pw-bob"})
     assert resp.status_code == 302
     assert client.get("/api/v1/me/").json()["username"] == "bob"
+
+
+def test_nul_characters_in_json_are_refused_with_a_400(make_user, api_client_for) -> None:
+    client = api_client_for(make_user("finance"))
+    resp = client.post("/api/v1/tokens/", '{"name": "a\\u0000b"}', content_type="application/json")
+    assert resp.status_code == 400
+    assert "NUL" in resp.json()["errors"]["detail"][0]
+    resp = client.post("/api/v1/tokens/", '{"name": "ok", "x": {"\\u0000": 1}}', content_type="application/json")
+    assert resp.status_code == 400
+    from accounts.models import ApiToken
+
+    assert not ApiToken.objects.exists()

@@ -7,7 +7,7 @@ generated from the schema (positive) and against it (negative). Checks: no 5xx, 
 documented schema, content types match.
 
 Budget: ``FP_FUZZ_EXAMPLES`` examples per operation (default 30 → about 2,000 requests over the ~74
-operations, measured 67 s on PostgreSQL / 2 cores; part of ``make test``). ``make fuzz``
+operations, measured 35–70 s on PostgreSQL / 2 cores; part of ``make test``). ``make fuzz``
 (scripts/fuzz.sh) runs 200 per operation with a fresh random seed. ``FP_FUZZ_SEED=<int>`` replays a
 seed; without it the run is derandomized, so CI is reproducible.
 """

@@ -69,5 +69,59 @@
     }
   }
 
+  // Scenario builder: a picked fleet supplies the cluster (fields filled from it and disabled); the
+  // non-blocking pod size only matters, and is only shown, when the fabric is oversubscribed.
+  var FLEET_FIELDS = ["gpu", "gpus", "gpus_per_node", "nic_gbps", "fabric", "topology", "oversubscription"];
+  var SCALABLE_UNIT_NODES = 32;
+
+  function setupCluster() {
+    var form = document.getElementById("builder-form");
+    if (!form) return;
+    var clusters = readJSON("fleet-clusters") || {};
+    var picker = form.querySelector("select[name=fleet]");
+    var box = document.getElementById("cluster-fields");
+    var podField = document.getElementById("pod-field");
+    var podInput = form.querySelector("[name=pod_gpus]");
+
+    function inputs(name) { return form.querySelectorAll("[name='" + name + "']"); }
+    function value(name) {
+      var els = inputs(name);
+      for (var i = 0; i < els.length; i++) {
+        if (els[i].type === "radio") { if (els[i].checked) return els[i].value; }
+        else return els[i].value;
+      }
+      return "";
+    }
+
+    function applyFleet() {
+      var cluster = picker && picker.value ? clusters[picker.value] : null;
+      FLEET_FIELDS.forEach(function (name) {
+        inputs(name).forEach(function (el) {
+          if (cluster && cluster[name] !== undefined && cluster[name] !== null) {
+            if (el.type === "radio") el.checked = String(el.value) === String(cluster[name]);
+            else el.value = cluster[name];
+          }
+          el.disabled = !!cluster;
+        });
+      });
+      if (box) box.classList.toggle("from-fleet", !!cluster);
+    }
+
+    function updatePod() {
+      var oversub = parseFloat(value("oversubscription")) || 1;
+      if (podField) podField.classList.toggle("is-collapsed", !(oversub > 1));
+      var gpus = parseInt(value("gpus"), 10), perNode = parseInt(value("gpus_per_node"), 10);
+      if (podInput && gpus > 0 && perNode > 0) {
+        podInput.placeholder = String(Math.min(gpus, SCALABLE_UNIT_NODES * perNode));
+      }
+    }
+
+    if (picker) picker.addEventListener("change", function () { applyFleet(); updatePod(); });
+    form.addEventListener("input", updatePod);
+    form.addEventListener("change", updatePod);
+    updatePod();
+  }
+
   onReady(setupBuilder);
+  onReady(setupCluster);
 })();
