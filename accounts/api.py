@@ -83,7 +83,7 @@ class ApiTokenViewSet(
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        qs = ApiToken.objects.filter(user=self.request.user, team_id__in=visible_team_ids(self.request))
+        qs = ApiToken.objects.filter(user_id=self.request.user.pk or 0, team_id__in=visible_team_ids(self.request))
         return qs.select_related("team")
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: ApiTokenCreatedSerializer})

@@ -51,11 +51,11 @@ class MeSerializer(serializers.ModelSerializer):
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = ApiToken
-        fields = ("id", "name", "team", "prefix", "created_at", "last_used_at", "revoked_at", "expires_at")
+        fields: tuple[str, ...] = ("id", "name", "team", "prefix", "created_at", "last_used_at", "revoked_at", "expires_at")
         read_only_fields = ("id", "team", "prefix", "created_at", "last_used_at", "revoked_at")
 
 
@@ -68,4 +68,4 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
     token = serializers.CharField(read_only=True, help_text="The secret. Shown once; store it now.")
 
     class Meta(ApiTokenSerializer.Meta):
-        fields = (*ApiTokenSerializer.Meta.fields, "token")
+        fields: tuple[str, ...] = (*ApiTokenSerializer.Meta.fields, "token")

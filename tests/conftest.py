@@ -6,6 +6,7 @@ them they skip — unless FP_REQUIRE_INTEGRATION=1 (set by .ci/run), where a mis
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,10 +49,8 @@ def _clear_cache() -> Iterator[None]:
         if keys:
             client.delete(*keys)
     else:
-        try:
+        with contextlib.suppress(Exception):  # the cache table exists only for tests that use the DB
             cache.clear()
-        except Exception:  # the cache table exists only for tests that use the DB
-            pass
 
 
 # --- users, teams, clients ----------------------------------------------------------------------------
@@ -174,10 +173,8 @@ def celery_worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProces
 
     yield _start
     for worker in started:
-        try:
+        with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
             worker.kill(signal.SIGKILL)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
 
 
 @pytest.fixture
