@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM calls in the test must be allowed.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -27,9 +25,19 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.integration,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists(),
+    # CI (.ci/run) installs chromium and sets FP_CHROMIUM: there a missing browser fails instead of skipping.
+    pytest.mark.skipif(not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists() and not os.environ.get("FP_CHROMIUM"),
                        reason=f"chromium not installed at {CHROMIUM} (apt-get install chromium)"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _allow_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's sync API runs an event loop in this thread; the test's own ORM calls must be allowed.
+
+    Set per test (not at import) so it never leaks into other tests' subprocesses.
+    """
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture
