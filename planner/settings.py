@@ -233,8 +233,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
         "planner.api.parsers.SafeJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "planner.api.parsers.SafeFormParser",
+        "planner.api.parsers.SafeMultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "planner.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 25,

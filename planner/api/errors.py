@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -71,6 +72,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.ParseError("JSON parse error - nested too deeply.")
     elif isinstance(exc, UnicodeDecodeError):
         exc = exceptions.ParseError("Request body is not valid UTF-8.")
+    elif isinstance(exc, DataError):
+        # The database refused a value (e.g. text it cannot store, a number out of range). Services write
+        # inside transactions, so nothing was stored; it is the input's fault, not the server's.
+        logger.info("database refused a value: %s", exc)
+        first = (str(exc).strip().splitlines() or ["invalid value"])[0]
+        exc = exceptions.ValidationError({"detail": [f"A value cannot be stored: {first}"]})
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}

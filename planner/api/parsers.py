@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
 
 def _find_nul(value: Any, path: str = "") -> str | None:
@@ -37,3 +37,25 @@ class SafeJSONParser(JSONParser):
         if where is not None:
             raise ParseError(f"JSON parse error - NUL character (\\u0000) not allowed, at {where}.")
         return data
+
+
+def _check_form(data: Any) -> None:
+    # Form fields may carry JSON text that a serializer's JSONField decodes later: refuse the escape too.
+    for key in getattr(data, "keys", lambda: [])():
+        for value in data.getlist(key) if hasattr(data, "getlist") else [data[key]]:
+            if isinstance(value, str) and ("\x00" in value or "\\u0000" in value):
+                raise ParseError(f"NUL character (\\u0000) not allowed, in form field {key!r}.")
+
+
+class SafeFormParser(FormParser):
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        _check_form(data)
+        return data
+
+
+class SafeMultiPartParser(MultiPartParser):
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        result = super().parse(stream, media_type, parser_context)
+        _check_form(result.data)
+        return result

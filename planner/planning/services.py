@@ -783,7 +783,7 @@ def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
 
 # --- Scenario builder ----------------------------------------------------------------------------------
 def gpu_server_item(
-    *, gpu: str, catalog: Mapping[str, dict[str, Any]], server: str | None = None
+    *, gpu: str, catalog: Mapping[str, Mapping[str, Any]], server: str | None = None
 ) -> dict[str, Any] | None:
     """The catalog server item the cost model prices ``gpu`` with (``costs.server`` if given, else the
     engine's default server for that GPU, else the first server holding it); None when there is none."""

@@ -210,8 +210,9 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                     self.initial[name] = cluster[name]
             for name in ("gpu", "nic_gbps", "fabric", "topology"):  # a fleet value the menus do not offer
                 value, choice = cluster.get(name), self._choice(name)
-                if value is not None and str(value) not in {str(k) for k, _ in choice.choices}:
-                    choice.choices = [*choice.choices, (value, str(value))]
+                current = list(choice.choices)  # type: ignore[arg-type]
+                if value is not None and str(value) not in {str(k) for k, _ in current}:
+                    choice.choices = [*current, (value, str(value))]
         for f in self.fields.values():
             if isinstance(f.widget, forms.NumberInput):
                 f.widget.attrs.setdefault("step", "any")
@@ -449,7 +450,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         for key in COST_FIELDS:
             if isinstance(costs.get(key), int | float):
                 initial[key] = costs[key]
-        goodput = costs.get("goodput") if isinstance(costs.get("goodput"), Mapping) else {}
+        raw_goodput = costs.get("goodput")
+        goodput: Mapping[str, Any] = raw_goodput if isinstance(raw_goodput, Mapping) else {}
         for name, path, _default in RANGE_INPUTS:
             node: Any = costs
             for part in path:
@@ -465,7 +467,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             from planner.planning.services import gpu_server_item
 
             item = gpu_server_item(gpu=c["gpu"], catalog=catalog, server=costs.get("server"))
-            prices = costs.get("prices") if isinstance(costs.get("prices"), Mapping) else {}
+            raw_prices = costs.get("prices")
+            prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
             low, likely, high = _range_value(prices.get(item["key"])) if item else (None, None, None)
             if low is not None and high is not None and likely:
                 initial["server_price_low_pct"] = round((low / likely - 1) * 100, 1)

@@ -716,7 +716,7 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
         except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
             messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(reverse("report-detail", args=[report.pk]))
-    baseline = report.baseline
+    baseline: SimulationRun | None = report.baseline
     if request.GET.get("baseline"):  # look at it against another of its runs without saving
         baseline = next((r for r in runs_ if str(r.pk) == request.GET["baseline"]), None)
         if baseline is None:

@@ -109,3 +109,29 @@ def test_nul_characters_in_json_are_refused_with_a_400(make_user, api_client_for
     from accounts.models import ApiToken
 
     assert not ApiToken.objects.exists()
+
+
+def test_nul_characters_are_refused_on_domain_endpoints(make_user, api_client_for) -> None:
+    from planner.planning.models import Workload
+
+    client = api_client_for(make_user("planner"))
+    resp = client.post(
+        "/api/v1/workloads/", '{"name": "w", "model": {"\\u0000": 1}, "training": {}}', content_type="application/json"
+    )
+    assert resp.status_code == 400, resp.content
+    assert "NUL" in resp.json()["errors"]["detail"][0]
+    resp = client.post("/api/v1/fleets/import/", {"file": "x", "note": "a\x00b"}, format="multipart")
+    assert resp.status_code == 400, resp.content
+    assert not Workload.objects.exists()
+
+
+def test_database_data_errors_become_400(make_user, api_client_for) -> None:
+    from unittest import mock
+
+    from django.db import DataError
+
+    client = api_client_for(make_user("finance"))
+    with mock.patch("accounts.services.ApiToken.issue", side_effect=DataError("value too long\nDETAIL: x")):
+        resp = client.post("/api/v1/tokens/", {"name": "x"}, format="json")
+    assert resp.status_code == 400
+    assert resp.json()["errors"]["detail"] == ["A value cannot be stored: value too long"]

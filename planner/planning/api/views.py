@@ -13,13 +13,15 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
+from planner.api.parsers import SafeFormParser as FormParser
+from planner.api.parsers import SafeJSONParser as JSONParser
+from planner.api.parsers import SafeMultiPartParser as MultiPartParser
 from planner.planning import services
 from planner.planning.api.errors import HostileInputMixin
 from planner.planning.api.serializers import (
