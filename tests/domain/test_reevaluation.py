@@ -159,3 +159,31 @@ def test_beat_task_lock(world, watched) -> None:
     finally:
         cache.delete(tasks.REEVALUATION_LOCK)
     assert tasks.reevaluate_watched.run() == {"reevaluations": []}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reevaluate_command_queues_changed_scenarios_and_waits(world, watched, fake_engine, monkeypatch) -> None:
+    """``manage.py reevaluate --wait``: the beat's service, run now, followed to completion (autocommit, as
+    from a shell, so runs are enqueued as soon as their rows commit)."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from planner.planning import services as planning
+    from simulations import services, tasks
+
+    # Stand in for the worker: execute the run as soon as it is enqueued.
+    monkeypatch.setattr(tasks.execute_run, "apply_async", lambda args, **kw: services.run_execute(run_id=args[0]))
+    out = StringIO()
+    call_command("reevaluate", stdout=out)
+    assert out.getvalue().startswith("0 re-evaluation(s) queued")
+
+    item = world["x"]["catalog"].latest_version().items.get(key="A100-80GB")
+    planning.catalog_item_update(item=item, user=world["users"]["admin"],
+                                 data={"unit_price_usd": item.unit_price_usd * 1.3})
+    out = StringIO()
+    call_command("reevaluate", "--wait", "--timeout", "30", stdout=out, stderr=StringIO())
+    text = out.getvalue()
+    assert text.startswith("1 re-evaluation(s) queued")
+    assert f"scenario {watched.pk}: catalog version v1 → v2" in text
+    assert "price +30%" in text

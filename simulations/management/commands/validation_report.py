@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from tqdm import tqdm
 
-from simulations.engine.validation import REPO_ROOT, render_markdown, summary, validation_rows
+from simulations.engine.validation import REPO_ROOT, load_runs, render_markdown, summary, validation_rows
 
 
 class Command(BaseCommand):
@@ -17,7 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--output", default=str(REPO_ROOT / "docs" / "validation.md"))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        rows = validation_rows()
+        runs = load_runs()
+        rows = []
+        for run in tqdm(runs, desc="predicting published runs", unit="run", file=sys.stderr, disable=None):
+            rows.extend(validation_rows([run]))
         out = Path(options["output"])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_markdown(rows), encoding="utf-8")
