@@ -100,10 +100,9 @@ class TeamQuerySet(models.QuerySet):
         return self.filter(team=team)
 
 
-class TeamOwnedModel(models.Model):
-    """Abstract base of every planning object: team, who created/updated it and when."""
+class AuditedModel(models.Model):
+    """Who created/updated a row and when (every planning object, team-owned or global)."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -112,6 +111,15 @@ class TeamOwnedModel(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class TeamOwnedModel(AuditedModel):
+    """Abstract base of every team-owned planning object: its team, plus the audit fields."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
 
     objects = TeamQuerySet.as_manager()
 

@@ -15,7 +15,7 @@ from django.db.models import Q
 
 from accounts.models import Team
 from accounts.roles import Capability
-from accounts.scoping import TeamOwnedModel, visible_team_ids
+from accounts.scoping import AuditedModel, TeamOwnedModel, visible_team_ids
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
@@ -33,7 +33,7 @@ class CatalogQuerySet(models.QuerySet["Catalog"]):
         return self.filter(team_id__in=teams)
 
 
-class Catalog(models.Model):
+class Catalog(AuditedModel):
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -43,14 +43,6 @@ class Catalog(models.Model):
     forked_from_version = models.ForeignKey(
         "CatalogVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     objects = CatalogQuerySet.as_manager()
 

@@ -57,6 +57,21 @@ class Conflict(exceptions.ValidationError):
 def _err(field: str, message: str) -> exceptions.ValidationError:
     return exceptions.ValidationError({field: [message]})
 
+def _update_logged(obj: Any, *, object_type: str, user: Any, data: Mapping[str, Any],
+                   full_clean_exclude: list[str] | None = None) -> None:
+    """Set ``data`` on ``obj``, stamp ``updated_by`` and record the change (before/after) atomically."""
+    with transaction.atomic():
+        before = changelog.snapshot(obj)
+        for k, v in data.items():
+            setattr(obj, k, v)
+        obj.updated_by = user
+        if full_clean_exclude is not None:
+            obj.full_clean(exclude=full_clean_exclude)
+        obj.save()
+        changelog.record(obj=obj, object_type=object_type, action=ObjectChange.Action.UPDATE, user=user,
+                         before=before)
+
+
 
 # --- Catalogs ------------------------------------------------------------------------------------------
 def catalog_default() -> Catalog | None:
@@ -498,14 +513,8 @@ def fleet_create(*, team: Team, user: Any, **fields: Any) -> Fleet:
 def fleet_update(*, fleet: Fleet, user: Any, **fields: Any) -> Fleet:
     data = {k: v for k, v in fields.items() if k in FLEET_FIELDS}
     _validate_fleet(data)
-    with transaction.atomic():
-        before = changelog.snapshot(fleet)
-        for k, v in data.items():
-            setattr(fleet, k, v)
-        fleet.updated_by = user
-        fleet.full_clean(exclude=["team", "created_by", "updated_by"])
-        fleet.save()
-        changelog.record(obj=fleet, object_type="fleet", action=ObjectChange.Action.UPDATE, user=user, before=before)
+    _update_logged(fleet, object_type="fleet", user=user, data=data,
+                   full_clean_exclude=["team", "created_by", "updated_by"])
     return fleet
 
 
@@ -590,14 +599,7 @@ def workload_create(*, team: Team, user: Any, **fields: Any) -> Workload:
 def workload_update(*, workload: Workload, user: Any, **fields: Any) -> Workload:
     data = {k: v for k, v in fields.items() if k in WORKLOAD_FIELDS}
     _validate_workload(data)
-    with transaction.atomic():
-        before = changelog.snapshot(workload)
-        for k, v in data.items():
-            setattr(workload, k, v)
-        workload.updated_by = user
-        workload.save()
-        changelog.record(obj=workload, object_type="workload", action=ObjectChange.Action.UPDATE, user=user,
-                         before=before)
+    _update_logged(workload, object_type="workload", user=user, data=data)
     return workload
 
 
@@ -694,14 +696,7 @@ def scenario_update(*, scenario: Scenario, user: Any, **fields: Any) -> Scenario
             data[f] = {}
     _validate_scenario(team_id=scenario.team_id, data=data, current=scenario)
     _validate_scenario_document(data=data, current=scenario)
-    with transaction.atomic():
-        before = changelog.snapshot(scenario)
-        for k, v in data.items():
-            setattr(scenario, k, v)
-        scenario.updated_by = user
-        scenario.save()
-        changelog.record(obj=scenario, object_type="scenario", action=ObjectChange.Action.UPDATE, user=user,
-                         before=before)
+    _update_logged(scenario, object_type="scenario", user=user, data=data)
     return scenario
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from simulations.engine.catalog import CatalogError
 from simulations.engine.perf import predict, search
+from simulations.management.commands._documents import read_document
 
 
 class Command(BaseCommand):
@@ -22,15 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--top-k", type=int, default=5, dest="top_k")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        path = options["file"]
-        try:
-            text = self.stdin_text() if path == "-" else Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+        doc = read_document(options["file"])
         if options["top_k"] < 0:
             raise CommandError("--top-k: must be >= 0")
         try:
@@ -42,11 +34,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(data, indent=2, sort_keys=True))
         else:
             self.stdout.write(_table(data))
-
-    def stdin_text(self) -> str:
-        import sys
-
-        return sys.stdin.read()
 
 
 def _table(d: dict[str, Any]) -> str:

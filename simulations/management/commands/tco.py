@@ -7,13 +7,12 @@ one-line CommandError naming the field (``costs.prices.QM9700: must be >= 0, got
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from simulations.engine.tco import tco
+from simulations.management.commands._documents import read_document
 
 
 class Command(BaseCommand):
@@ -28,15 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        path = options["file"]
-        try:
-            text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+        doc = read_document(options["file"])
         if options["monte_carlo"] < 0:
             raise CommandError("--monte-carlo: must be >= 0")
         try:
