@@ -24,6 +24,7 @@ from accounts.serializers import (
     MembershipSerializer,
     MeSerializer,
     TeamSerializer,
+    TeamWebhookSerializer,
 )
 
 
@@ -66,6 +67,29 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
             return Response(MembershipSerializer(m).data, status=status.HTTP_201_CREATED)
         qs = Membership.objects.filter(team=team).select_related("user")
         return Response(MembershipSerializer(qs, many=True).data)
+
+
+    @extend_schema(methods=["GET"], responses=TeamWebhookSerializer, description="The team's webhook target.")
+    @extend_schema(
+        methods=["PUT"], request=TeamWebhookSerializer, responses=TeamWebhookSerializer,
+        description="Set the webhook URL for re-evaluation diffs (signed with HMAC-SHA256; the secret is "
+        "returned once when generated or rotated). Team admins only.",
+    )
+    @action(detail=True, methods=["get", "put"], pagination_class=None)
+    def webhook(self, request: Request, pk: Any = None) -> Response:
+        team = self.get_object()
+        require_capability(request, team.id, Capability.MANAGE)
+        body: dict[str, Any] = {}
+        if request.method == "PUT":
+            ser = TeamWebhookSerializer(data=request.data)
+            ser.is_valid(raise_exception=True)
+            secret = services.team_webhook_set(
+                team=team, url=ser.validated_data["url"], rotate_secret=ser.validated_data["rotate_secret"]
+            )
+            if secret:
+                body["secret"] = secret
+        body.update({"url": team.webhook_url, "has_secret": bool(team.webhook_secret)})
+        return Response(body)
 
 
 class ApiTokenViewSet(

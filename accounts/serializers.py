@@ -69,3 +69,10 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
     class Meta(ApiTokenSerializer.Meta):
         fields: tuple[str, ...] = (*ApiTokenSerializer.Meta.fields, "token")
+
+
+class TeamWebhookSerializer(serializers.Serializer):
+    url = serializers.CharField(allow_blank=True, max_length=500, help_text='https URL; "" turns delivery off.')
+    rotate_secret = serializers.BooleanField(default=False, write_only=True)
+    has_secret = serializers.BooleanField(read_only=True)
+    secret = serializers.CharField(read_only=True, help_text="Shown once, when generated or rotated.")

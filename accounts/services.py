@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.db import transaction
@@ -38,3 +39,27 @@ def token_revoke(*, token: ApiToken, by: Any) -> ApiToken:
         raise exceptions.NotFound()
     token.revoke()
     return token
+
+
+def team_webhook_set(*, team: Team, url: str, rotate_secret: bool = False) -> str | None:
+    """Set (or clear, with "") the team's webhook URL. Returns a new signing secret when one is made.
+
+    A secret is generated the first time a URL is set and whenever ``rotate_secret`` is asked; it is
+    returned once and only stored.
+    """
+    from accounts.webhooks import WebhookTargetError, check_webhook_url
+
+    if url:
+        try:
+            url = check_webhook_url(url)
+        except WebhookTargetError as exc:
+            raise exceptions.ValidationError({"url": [exc.message]}) from None
+    new_secret = None
+    if url and (rotate_secret or not team.webhook_secret):
+        new_secret = "whsec_" + secrets.token_urlsafe(32)
+        team.webhook_secret = new_secret
+    team.webhook_url = url
+    if not url:
+        team.webhook_secret = ""
+    team.save(update_fields=["webhook_url", "webhook_secret"])
+    return new_secret

@@ -335,3 +335,5 @@ LOGGING = {
 FP_DEMO_PASSWORD = os.environ.get("FP_DEMO_PASSWORD", "fabric-demo-2026")
 FP_RUN_STUCK_AFTER_S = _int("FP_RUN_STUCK_AFTER_S", 900)
 FP_MAX_SWEEP_RUNS = _int("FP_MAX_SWEEP_RUNS", 512)
+# Team webhooks may target private/loopback addresses only outside production (local receivers in dev/tests).
+FP_WEBHOOK_ALLOW_PRIVATE = _bool("FP_WEBHOOK_ALLOW_PRIVATE", not PRODUCTION)

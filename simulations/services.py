@@ -813,8 +813,12 @@ def webhook_deliver(*, reevaluation_id: int, timeout_s: float = 10.0) -> bool:
     if not team.webhook_url:
         ReEvaluation.objects.filter(pk=reeval.pk).update(delivery_status=ReEvaluation.Delivery.NONE)
         return False
-    if not team.webhook_url.lower().startswith(("https://", "http://")):
-        webhook_give_up(reevaluation_id=reeval.pk, error="webhook_url must be http(s)")
+    from accounts.webhooks import WebhookTargetError, check_webhook_url
+
+    try:
+        check_webhook_url(team.webhook_url, resolve=True)
+    except WebhookTargetError as exc:
+        webhook_give_up(reevaluation_id=reeval.pk, error=f"webhook_url {exc.message}")
         return False
     body = canonical_json(webhook_payload(reevaluation=reeval)).encode("utf-8")
     ts = str(int(time.time()))

@@ -56,7 +56,7 @@ POLICY: dict[tuple[str, str | None], str] = {
     ("tokens", "list"): AUTH, ("tokens", "retrieve"): OWNER, ("tokens", "destroy"): OWNER,
     ("tokens", "create"): "token",
     ("teams", "list"): "read", ("teams", "retrieve"): "read", ("teams", "members:GET"): "read",
-    ("teams", "members:POST"): "manage",
+    ("teams", "members:POST"): "manage", ("teams", "webhook:GET"): "manage", ("teams", "webhook:PUT"): "manage",
     ("preview", None): "read",
     ("changes", "list"): "read", ("changes", "retrieve"): "read",
     ("reevaluations", "list"): "read", ("reevaluations", "retrieve"): "read",
@@ -180,6 +180,8 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
             body = {"name": "matrix"}
         elif key == ("teams", "members"):
             body = {"user": h.users["viewer"].username, "role": "viewer"}
+        elif key == ("teams", "webhook"):
+            body = {"url": "https://hooks.example.com/matrix"}
         elif key == ("fleets", "create"):
             body = {"name": "m-fleet", "server_model": "HGX-H100", "server_count": 2}
         elif key == ("workloads", "create"):
