@@ -24,8 +24,9 @@ from simulations.engine.catalog import Catalog, get_item
 #   against the family's published runs (tests/data/published_runs.json) with every other term of the
 #   model in place, and the same value serves every scenario of that family.
 #     ampere 0.66 (5 Megatron SC21 rows + 4 Korthikanti rows), hopper 0.52 (Llama 3, MPT rows), i.e. about
-#     0.82 and 0.64 of the short-benchmark ceiling. Blackwell: no public training runs in the set; Hopper's
-#     values are used (same power-limited regime) - treat Blackwell predictions as +-20%.
+#     0.82 and 0.64 of the short-benchmark ceiling. Blackwell: Hopper's values (same power-limited regime),
+#     checked - not fitted - against 8 published DGX-B200 rows (tests/data/blackwell_runs.json, NeMo 25.02 and
+#     Megatron-Bridge 25.11): no common-sign bias (mean -6%), so no separate set (docs/performance-model.md s.12).
 # gemm_eff_fp8: fraction of dense fp8 peak; fp8 GEMMs reach a lower fraction of their (2x) peak than bf16
 #   (about 1,300-1,400 of 1,979 TFLOP/s on large shapes, 0.66-0.70, Transformer Engine / cuBLASLt
 #   benchmarks, vs 0.81 for bf16). Calibrated with the two NeMo fp8 rows: 0.50 (0.50/0.52 = 0.96 of the

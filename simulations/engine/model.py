@@ -36,6 +36,7 @@ class Context:
     head_dim: float
     q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
+    dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
     ffn: float
     mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
     vocab: float
@@ -83,6 +84,7 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         head_dim=float(m.dim_head),
         q_dim=float(m.heads * m.dim_head),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
+        dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
         ffn=float(m.ffn_hidden),
         mats=3.0 if m.gated_ffn else 2.0,
         vocab=float(m.vocab),
@@ -515,14 +517,22 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     zero3_buffers = np.where(zero >= 3, 3.0 * layer_p_gpu * 2.0, 0.0)
     # activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE;
     # attention scores are never stored (fused FlashAttention-style kernel), so no 5as^2 term)
-    rep_act = 10.0 * h
-    ffn_act_dense = (4.0 if ctx.mats == 2.0 else 6.0) * f_d
+    # Replicated part (divided by t only with sequence parallelism): layernorm inputs 2 x 2h, the inputs of
+    # the QKV and FFN-in GEMMs 2 x 2h, and with hidden dropout two 1-byte masks (2h): 10h (Korthikanti),
+    # 8h without dropout. Sharded part: Q and the attention output 2 x 2qd, K and V 4gd, FFN as below.
+    # fp8 (Transformer Engine): the GEMMs keep their fp8-cast inputs for the weight gradient instead of the
+    # bf16 tensors - QKV and FFN-in inputs 1 B (-2h), FFN-out input 1 B (-f); the attention output stays
+    # bf16 for the fused attention backward and the output projection keeps its own fp8 copy (+qd).
+    fp8_act = ctx.elem_bytes == 1.0
+    rep_act = (8.0 + (2.0 if ctx.dropout else 0.0) - (2.0 if fp8_act else 0.0)) * h
+    ffn_act_dense = ((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * f_d
     # MoE: the FFN part per active expert, plus each dispatched copy of the token (the experts' input,
     # kept in the dispatch precision, 1 B with fp8 dispatch) and each expert output kept for the
     # combine's backward (bf16)
-    ffn_act_moe = ((4.0 if ctx.mats == 2.0 else 6.0) * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+    ffn_act_moe = (((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * ctx.expert_ffn
+                   * (ctx.top_k + ctx.shared_experts)
                    + (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h)
-    shard_act = 4.0 * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
+    shard_act = (4.0 + (1.0 if fp8_act else 0.0)) * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
     act_layer_tok = rep_act / sp_div + shard_act / tp
     # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per
     # score: Korthikanti's 5as/t per token, unless the attention core is recomputed (selective / full)

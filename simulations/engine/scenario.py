@@ -25,7 +25,7 @@ MODEL_KEYS = {
 }
 MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
-TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention"}
+TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout"}
 TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
@@ -91,6 +91,9 @@ class TrainingSpec:
     tokens: float
     zero: int | None  # None = auto
     attention: str | None = None  # None = auto (family default)
+    # hidden dropout (stores a 1-byte mask per element after attention and FFN): None = auto, i.e. off for
+    # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
+    dropout: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -298,6 +301,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
         tokens=_number(d, "tokens", path),
         zero=zero_v,
         attention=_choice(d, "attention", path, ATTENTION, AUTO, allow_auto=True),
+        dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
     )
 
 
@@ -501,6 +505,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     }
     if t.attention is not None:
         out["training"]["attention"] = t.attention
+    if t.dropout is not None:
+        out["training"]["dropout"] = t.dropout
     if s.name:
         out["name"] = s.name
     if s.description:
