@@ -74,7 +74,7 @@ def active_team(request: Any, capability: str = Capability.READ) -> Team | None:
     token = request_token(request)
     if token is not None:
         return token.team if has_capability(request, token.team_id, capability) else None
-    memberships = [m for m in _memberships(getattr(request, "user", None)) if role_allows(m.role, capability)]
+    all_memberships = _memberships(getattr(request, "user", None))
     wanted = None
     header = getattr(request, "headers", {}).get("X-Team") if hasattr(request, "headers") else None
     if header:
@@ -84,12 +84,14 @@ def active_team(request: Any, capability: str = Capability.READ) -> Team | None:
         if session is not None and session.get(SESSION_TEAM_KEY):
             wanted = str(session.get(SESSION_TEAM_KEY))
     if wanted:
-        for m in memberships:
-            if str(m.team_id) == wanted or m.team.slug == wanted:
-                return m.team
+        chosen = next((m for m in all_memberships if str(m.team_id) == wanted or m.team.slug == wanted), None)
+        if chosen is not None:
+            # The team the user picked, or nothing: never silently write into another team.
+            return chosen.team if role_allows(chosen.role, capability) else None
         if header:
             return None
-    return memberships[0].team if memberships else None
+    capable = [m for m in all_memberships if role_allows(m.role, capability)]
+    return capable[0].team if capable else None
 
 
 class TeamQuerySet(models.QuerySet):

@@ -54,7 +54,7 @@ class RateLimitedLoginView(auth_views.LoginView):
 @require_POST
 def switch_team(request: HttpRequest) -> HttpResponse:
     team_id = request.POST.get("team", "")
-    if request.user.memberships.filter(team_id=team_id).exists():  # type: ignore[union-attr]
+    if team_id.isdigit() and request.user.memberships.filter(team_id=team_id).exists():  # type: ignore[union-attr]
         request.session[SESSION_TEAM_KEY] = int(team_id)
     else:
         messages.error(request, "You are not a member of that team.")

@@ -501,6 +501,8 @@ def runs(request: HttpRequest) -> HttpResponse:
     if status in RUN_FILTERS:
         qs = qs.filter(status__in=RUN_FILTERS[status])
     if request.GET.get("scenario"):
+        if not request.GET["scenario"].isdigit():
+            raise Http404("No such scenario.")
         qs = qs.filter(scenario_id=request.GET["scenario"])
     rows = list(qs[:100])
     sweeps = list(Sweep.objects.for_request(request).select_related("scenario")
@@ -581,6 +583,8 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def _compare_runs(request: HttpRequest) -> tuple[list[SimulationRun], SimulationRun | None, Sweep | None]:
     sweep = None
     if request.GET.get("sweep"):
+        if not request.GET["sweep"].isdigit():
+            raise Http404("No such sweep.")
         sweep = get_object_or_404(Sweep.objects.for_request(request), pk=request.GET["sweep"])
         runs_ = list(sweep.runs.filter(status=RunStatus.SUCCEEDED).order_by("id"))
     else:
