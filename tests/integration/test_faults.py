@@ -313,3 +313,52 @@ def test_reevaluation_service_race_without_the_lock_still_runs_once(watched_chan
     assert len(created) == 1
     assert ReEvaluation.objects.filter(scenario=watched_change).count() == 1
     assert SimulationRun.objects.filter(scenario=watched_change, trigger="reevaluation").count() == 1
+
+
+def test_two_real_beat_processes_reevaluate_once(watched_change, celery_worker_factory, purge_broker,
+                                                 tmp_path) -> None:
+    """Two ``celery beat`` processes (DatabaseScheduler) both fire the re-evaluation schedule; one happens."""
+    import os
+    import signal
+    import sys
+
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from simulations.models import ReEvaluation, SimulationRun
+    from tests.conftest import ROOT, _worker_env
+
+    every, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.update_or_create(
+        name="test: re-evaluate every second",
+        defaults={"task": "simulations.reevaluate_watched", "interval": every, "queue": "default", "enabled": True},
+    )
+    celery_worker_factory(queues="default,simulations")
+    beats = []
+    for i in range(2):
+        log = tmp_path / f"beat-{i}.log"
+        cmd = [sys.executable, "-m", "celery", "-A", "planner", "beat", "-l", "INFO",
+               "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+               "--pidfile", str(tmp_path / f"beat-{i}.pid"), "-s", str(tmp_path / f"beat-{i}.db")]
+        beats.append((subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(), stdout=log.open("wb"),
+                                       stderr=subprocess.STDOUT, start_new_session=True), log))
+    try:
+        def sent_by_both() -> bool:
+            return all(log.read_text(errors="replace").count("simulations.reevaluate_watched") >= 2
+                       for _, log in beats)
+
+        _wait(sent_by_both, 90, "both beats to send the re-evaluation task at least twice")
+        _wait(lambda: ReEvaluation.objects.filter(scenario=watched_change, completed_at__isnull=False).exists(),
+              120, "the re-evaluation run to complete")
+        time.sleep(3)  # further ticks from both beats keep arriving: none may add a second re-evaluation
+    finally:
+        for proc, _ in beats:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        PeriodicTask.objects.filter(name="test: re-evaluate every second").delete()
+    assert ReEvaluation.objects.filter(scenario=watched_change).count() == 1
+    runs = SimulationRun.objects.filter(scenario=watched_change, trigger="reevaluation")
+    assert runs.count() == 1 and runs.get().status == "succeeded"
