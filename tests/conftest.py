@@ -185,3 +185,23 @@ def purge_broker() -> Iterator[None]:
     app.control.purge()
     yield
     app.control.purge()
+
+
+# --- make it visible that the integration tests really ran ----------------------------------------------
+_INTEGRATION_OUTCOMES: dict[str, int] = {"passed": 0, "failed": 0, "skipped": 0}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "integration" not in report.keywords:
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _INTEGRATION_OUTCOMES[report.outcome] = _INTEGRATION_OUTCOMES.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    o = _INTEGRATION_OUTCOMES
+    if sum(o.values()):
+        backend = "PostgreSQL + Redis + real Celery worker processes" if FULL_MODE else "not configured"
+        terminalreporter.write_line(
+            f"integration tests ({backend}): {o['passed']} passed, {o['failed']} failed, {o['skipped']} skipped"
+        )
