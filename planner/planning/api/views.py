@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
+from planner.api.concurrency import check_if_match, etag_for
 from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
@@ -72,16 +73,23 @@ class ServiceModelViewSet(HostileInputMixin, TeamScopedViewSetMixin, viewsets.Mo
         instance = self.do_create(team=team, data=dict(serializer.validated_data))
         return Response(self.get_serializer(instance).data, status=status.HTTP_201_CREATED)
 
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        return Response(self.get_serializer(instance).data, headers={"ETag": etag_for(instance)})
+
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         partial = kwargs.pop("partial", False)
         instance = self.get_object()
+        check_if_match(request, instance)
         serializer = self.get_serializer(instance, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         instance = self.do_update(instance=instance, data=dict(serializer.validated_data))
-        return Response(self.get_serializer(instance).data)
+        return Response(self.get_serializer(instance).data, headers={"ETag": etag_for(instance)})
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        self.do_delete(instance=self.get_object())
+        instance = self.get_object()
+        check_if_match(request, instance)
+        self.do_delete(instance=instance)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
