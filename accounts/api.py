@@ -24,6 +24,7 @@ from accounts.serializers import (
     MembershipSerializer,
     MeSerializer,
     TeamSerializer,
+    TeamWebhookResponseSerializer,
     TeamWebhookSerializer,
 )
 
@@ -69,9 +70,9 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(MembershipSerializer(qs, many=True).data)
 
 
-    @extend_schema(methods=["GET"], responses=TeamWebhookSerializer, description="The team's webhook target.")
+    @extend_schema(methods=["GET"], responses=TeamWebhookResponseSerializer, description="The team's webhook target.")
     @extend_schema(
-        methods=["PUT"], request=TeamWebhookSerializer, responses=TeamWebhookSerializer,
+        methods=["PUT"], request=TeamWebhookSerializer, responses=TeamWebhookResponseSerializer,
         description="Set the webhook URL for re-evaluation diffs (signed with HMAC-SHA256; the secret is "
         "returned once when generated or rotated). Team admins only.",
     )

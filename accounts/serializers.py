@@ -72,7 +72,13 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
 
 class TeamWebhookSerializer(serializers.Serializer):
+    """PUT body: the target URL, and whether to rotate the signing secret."""
+
     url = serializers.CharField(allow_blank=True, max_length=500, help_text='https URL; "" turns delivery off.')
-    rotate_secret = serializers.BooleanField(default=False, write_only=True)
-    has_secret = serializers.BooleanField(read_only=True)
-    secret = serializers.CharField(read_only=True, help_text="Shown once, when generated or rotated.")
+    rotate_secret = serializers.BooleanField(default=False)
+
+
+class TeamWebhookResponseSerializer(serializers.Serializer):
+    url = serializers.CharField()
+    has_secret = serializers.BooleanField()
+    secret = serializers.CharField(required=False, help_text="Present once: when generated or rotated.")
