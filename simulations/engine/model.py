@@ -168,7 +168,9 @@ def step_flops(ctx: Context, recompute: Arr) -> tuple[float, Arr]:
     f = flops_per_token(ctx)
     tokens = ctx.global_batch * ctx.seq
     model = 3.0 * f["forward"] * tokens
-    extra = np.where(recompute >= 2, f["layers"], np.where(recompute >= 1, f["attn_core"], 0.0))
+    # selective recomputes no GEMM; only the unfused attention core (score GEMMs) adds FLOPs
+    sel = f["attn_core"] if ctx.unfused_attn else 0.0
+    extra = np.where(recompute >= 2, f["layers"], np.where(recompute >= 1, sel, 0.0))
     return model, model + extra * tokens
 
 
@@ -375,6 +377,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         t_moe_ffn = np.zeros_like(tp)
         t_shared = np.zeros_like(tp)
         t_ew_moe = np.zeros_like(tp)
+        act_moe = np.zeros_like(tp)
     frac_moe = n_moe / ctx.layers
 
     t_gemm_fwd = t_attn_gemm + (1.0 - frac_moe) * t_dense_ffn + frac_moe * t_moe_ffn
@@ -394,7 +397,15 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         t_cast_fwd = t_cast_bwd = np.zeros_like(tp)
     t_layer_fwd = t_gemm_fwd + t_attn_core + t_ew_fwd + t_cast_fwd
     t_layer_bwd = 2.0 * t_gemm_fwd + t_attn_core_bwd + 2.0 * t_ew_fwd + t_cast_bwd
-    t_layer_rc = np.where(rc >= 2, t_layer_fwd, np.where(rc >= 1, t_attn_core, 0.0))
+    # selective = recompute everything except the GEMMs (Korthikanti et al. 2022; Megatron-Core
+    # --recompute-modules layernorm moe_act core_attn): the two layernorm outputs (read +
+    # write h each, 4h elements, the LN part of rep_elems) and the FFN activation output (the activation's
+    # own traffic, act_elems), memory bound at HBM speed, 3 kernels; plus the attention core when it is
+    # unfused (a fused flash kernel stores nothing to recompute: its backward already recomputes P)
+    act_rc = (1.0 - frac_moe) * act_elems_dense + frac_moe * act_moe
+    t_sel_ew = _mem_time(ctx, m_tok * BYTES_ACT * (4.0 * h / sp_div + act_rc)) + 3.0 * hw.KERNEL_OVERHEAD_S
+    t_sel = t_sel_ew + (t_attn_core if ctx.unfused_attn else 0.0)
+    t_layer_rc = np.where(rc >= 2, t_layer_fwd, np.where(rc >= 1, t_sel, 0.0))
 
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
     # 2 more when the forward is recomputed (full recompute)
@@ -534,10 +545,19 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
                    + (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h)
     shard_act = (4.0 + (1.0 if fp8_act else 0.0)) * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
     act_layer_tok = rep_act / sp_div + shard_act / tp
+    # selective recompute drops the tensors it regenerates, each term taken from the counts above: the
+    # layernorm outputs = the QKV and FFN-in GEMM inputs (2 x 2h, fp8 2 x 1h; LN inputs stay for the
+    # recompute and the LN backward), and the activation-function output = the FFN-out GEMM input
+    # (2f, fp8 1f; the FFN-in output it is computed from stays), per active expert in MoE layers
+    ln_out = (4.0 - (2.0 if fp8_act else 0.0)) * h
+    act_out = 2.0 - (1.0 if fp8_act else 0.0)
+    act_out_ffn = (1.0 - frac_moe) * act_out * f_d + frac_moe * act_out * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+    sel_saved_tok = ln_out / sp_div + act_out_ffn / tp
     # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per
     # score: Korthikanti's 5as/t per token, unless the attention core is recomputed (selective / full)
     scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
-    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div, act_layer_tok + np.where(rc >= 1, 0.0, scores_tok))
+    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div,
+                              act_layer_tok + np.where(rc >= 1, -sel_saved_tok, scores_tok))
     act_stage_mb = m_tok * layers_stage * per_layer_full
     working = np.where(rc >= 2, m_tok * (act_layer_tok + scores_tok), 0.0)
     in_flight = np.minimum(pp, n_micro) * np.where(vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)

@@ -2,7 +2,7 @@
 
 Bounds are what the engine honestly achieves (docs/validation.md), not targets it was tuned to:
 all rows MAPE <= 15% and worst <= 30%; the dense-model rows worst <= 30%; the MoE rows (DeepSeek-V2
-and V3 on H800) worst <= 30% (both predicted 20-25% fast: MLA approximated, partial recomputation and
+and V3 on H800) worst <= 30% (both predicted 20-29% fast: MLA approximated, partial recomputation and
 routing kernels not modelled; docs/performance-model.md section 11).
 """
 
