@@ -15,39 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.deploy import SETTINGS_VARS
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 SETUP = "import django; django.setup()"
 ERROR_PREFIX = "django.core.exceptions.ImproperlyConfigured:"
 
-_SETTINGS_VARS = (
-    "DJANGO_ENV",
-    "SECRET_KEY",
-    "ALLOWED_HOSTS",
-    "CSRF_TRUSTED_ORIGINS",
-    "DEBUG",
-    "DATABASE_URL",
-    "REDIS_URL",
-    "CONN_MAX_AGE",
-    "LOG_LEVEL",
-    "LOG_JSON",
-    "SECURE_SSL_REDIRECT",
-    "SECURE_HSTS_SECONDS",
-    "CELERY_TASK_TIME_LIMIT",
-    "CELERY_TASK_SOFT_TIME_LIMIT",
-    "CELERY_VISIBILITY_TIMEOUT",
-    "CELERY_BROKER_URL",
-    "CELERY_RESULT_BACKEND",
-    "CELERY_TASK_ALWAYS_EAGER",
-    "FP_DEMO_PASSWORD",
-    "FP_RUN_STUCK_AFTER_S",
-    "FP_MAX_SWEEP_RUNS",
-    "FP_VAR_DIR",
-    "THROTTLE_LOGIN",
-    "THROTTLE_TOKEN",
-    "DATA_UPLOAD_MAX_MEMORY_SIZE",
-    "DJANGO_ALLOW_ASYNC_UNSAFE",
-)
+# The deploy tests' list (every variable settings.py reads), plus Django's own async-safety escape hatch,
+# which the browser tests set and a production check must never inherit.
+_SETTINGS_VARS = (*SETTINGS_VARS, "DJANGO_ALLOW_ASYNC_UNSAFE")
 
 
 def _env(tmp_path: Path, **overrides: str) -> dict[str, str]:

@@ -518,14 +518,19 @@ def fleet_update(*, fleet: Fleet, user: Any, **fields: Any) -> Fleet:
     return fleet
 
 
-def fleet_delete(*, fleet: Fleet, user: Any) -> None:
+def _delete_unless_used(obj: Fleet | Workload, *, object_type: str, user: Any) -> None:
+    """Delete a fleet or workload, refused (409 with the dependents) while a scenario uses it."""
     with transaction.atomic():
-        deps = [f"scenario {s.pk}: {s.name}" for s in fleet.scenarios.all().order_by("pk")]
+        deps = [f"scenario {s.pk}: {s.name}" for s in obj.scenarios.all().order_by("pk")]
         if deps:
-            raise Conflict({"detail": [f"fleet {fleet.name!r} is in use"], "dependents": deps})
-        changelog.record(obj=fleet, object_type="fleet", action=ObjectChange.Action.DELETE, user=user,
-                         before=changelog.snapshot(fleet))
-        fleet.delete()
+            raise Conflict({"detail": [f"{object_type} {obj.name!r} is in use"], "dependents": deps})
+        changelog.record(obj=obj, object_type=object_type, action=ObjectChange.Action.DELETE, user=user,
+                         before=changelog.snapshot(obj))
+        obj.delete()
+
+
+def fleet_delete(*, fleet: Fleet, user: Any) -> None:
+    _delete_unless_used(fleet, object_type="fleet", user=user)
 
 
 def _clean_fleet_row(row: dict[str, str]) -> dict[str, Any]:
@@ -604,13 +609,7 @@ def workload_update(*, workload: Workload, user: Any, **fields: Any) -> Workload
 
 
 def workload_delete(*, workload: Workload, user: Any) -> None:
-    with transaction.atomic():
-        deps = [f"scenario {s.pk}: {s.name}" for s in workload.scenarios.all().order_by("pk")]
-        if deps:
-            raise Conflict({"detail": [f"workload {workload.name!r} is in use"], "dependents": deps})
-        changelog.record(obj=workload, object_type="workload", action=ObjectChange.Action.DELETE, user=user,
-                         before=changelog.snapshot(workload))
-        workload.delete()
+    _delete_unless_used(workload, object_type="workload", user=user)
 
 
 # --- Scenarios -----------------------------------------------------------------------------------------

@@ -41,3 +41,9 @@ def dp_heavy(**cluster: Any) -> dict[str, Any]:
         parallelism={"tp": 1, "pp": 1, "cp": 1, "ep": 1, "vpp": 1, "sequence_parallel": False},
         cluster={"gpus": 1024, **cluster},
     )
+
+
+def report_rows(rows: Any) -> str:
+    """One line per validation row (measured vs predicted), for assertion messages."""
+    return "\n".join(f"{r.run_id}: {r.metric} measured {r.measured:.4g} predicted {r.predicted:.4g} "
+                     f"({r.error * 100:+.1f}%)" for r in rows)

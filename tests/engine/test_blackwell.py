@@ -22,6 +22,7 @@ from simulations.engine.validation import (
     summary,
     validation_rows,
 )
+from tests.engine._scenarios import report_rows
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +35,6 @@ def rows(runs):
     return validation_rows(runs)
 
 
-def _report(rows) -> str:
-    return "\n".join(f"{r.run_id}: {r.metric} measured {r.measured:.4g} predicted {r.predicted:.4g} "
-                     f"({r.error * 100:+.1f}%)" for r in rows)
 
 
 def _split(runs, rows):
@@ -61,17 +59,17 @@ def test_blackwell_rows_are_sourced_and_disjoint(runs) -> None:
 def test_b200_accuracy(runs, rows) -> None:
     b200, _ = _split(runs, rows)
     s = summary(b200)
-    assert s["mape"] <= 0.20, _report(b200)
-    assert s["worst"] <= 0.30, _report(b200)
+    assert s["mape"] <= 0.20, report_rows(b200)
+    assert s["worst"] <= 0.30, report_rows(b200)
     # no systematic bias: the reason Blackwell keeps Hopper's efficiency fractions
-    assert abs(sum(r.error for r in b200) / len(b200)) <= 0.10, _report(b200)
+    assert abs(sum(r.error for r in b200) / len(b200)) <= 0.10, report_rows(b200)
 
 
 def test_h100_controls(runs, rows) -> None:
     _, ctrl = _split(runs, rows)
     assert len(ctrl) >= 3
-    assert summary(ctrl)["mape"] <= 0.15, _report(ctrl)
-    assert summary(ctrl)["worst"] <= 0.20, _report(ctrl)
+    assert summary(ctrl)["mape"] <= 0.15, report_rows(ctrl)
+    assert summary(ctrl)["worst"] <= 0.20, report_rows(ctrl)
 
 
 def test_b200_speedup_over_h100_same_release(runs, rows) -> None:

@@ -20,6 +20,7 @@ from simulations.engine.validation import (
     summary,
     validation_rows,
 )
+from tests.engine._scenarios import report_rows
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +33,6 @@ def rows(runs):
     return validation_rows(runs)
 
 
-def _report(rows) -> str:
-    return "\n".join(f"{r.run_id}: {r.metric} measured {r.measured:.4g} predicted {r.predicted:.4g} "
-                     f"({r.error * 100:+.1f}%)" for r in rows)
 
 
 def test_holdout_rows_are_sourced_and_disjoint_from_the_reference(runs) -> None:
@@ -52,19 +50,19 @@ def test_holdout_rows_are_sourced_and_disjoint_from_the_reference(runs) -> None:
 
 def test_holdout_mape_and_worst(rows) -> None:
     s = summary(rows)
-    assert s["mape"] <= 0.15, _report(rows)
-    assert s["worst"] <= 0.30, _report(rows)
+    assert s["mape"] <= 0.15, report_rows(rows)
+    assert s["worst"] <= 0.30, report_rows(rows)
 
 
 def test_holdout_dense_rows_worst(runs, rows) -> None:
     dense = [row for run, row in zip(runs, rows, strict=True) if not run["scenario"]["model"].get("moe")]
-    assert summary(dense)["worst"] <= 0.30, _report(dense)
+    assert summary(dense)["worst"] <= 0.30, report_rows(dense)
 
 
 def test_holdout_moe_rows_worst(runs, rows) -> None:
     moe = [row for run, row in zip(runs, rows, strict=True) if run["scenario"]["model"].get("moe")]
     assert len(moe) >= 2
-    assert summary(moe)["worst"] <= 0.30, _report(moe)
+    assert summary(moe)["worst"] <= 0.30, report_rows(moe)
 
 
 def test_holdout_check_is_not_vacuous(rows) -> None:
