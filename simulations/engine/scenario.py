@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulations.engine.catalog import Catalog, CatalogError, get_item
+from simulations.engine.errors import ScenarioError  # re-exported: the error base lives in errors.py
 
 AUTO = "auto"
 
@@ -42,15 +43,6 @@ FABRICS = ("infiniband", "roce")
 TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
 ROUTINGS = ("adaptive", "ecmp")
 SWITCH_RADIX = 64  # ports of the reference 51.2 Tb/s switch (Quantum-2 QM9700 64x400G) used to derive tiers
-
-
-class ScenarioError(ValueError):
-    """Invalid scenario; ``str(err)`` is ``"field.path: message"``."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
