@@ -77,6 +77,10 @@ class SimulationRun(TeamOwnedModel):
     engine_version = models.CharField(max_length=32)
     params = models.JSONField(default=dict, blank=True, help_text="Engine options: top_k, monte_carlo, ...")
     force = models.BooleanField(default=False)
+    # team:kind:engine_version:input_hash for manual submissions (None for sweep children and re-evaluations).
+    # Unique while the run is queued or running (constraint below): of N concurrent identical submissions one
+    # row wins and the others answer the winner's id (services.runs.run_submit).
+    idempotency_key = models.CharField(max_length=160, null=True, blank=True, editable=False)
 
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -98,6 +102,13 @@ class SimulationRun(TeamOwnedModel):
         indexes: ClassVar = [
             models.Index(fields=["input_hash", "engine_version", "kind", "status"], name="run_idem_idx"),
             models.Index(fields=["status", "heartbeat_at"], name="run_stuck_idx"),
+        ]
+        constraints: ClassVar = [
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=models.Q(status__in=[str(s) for s in ACTIVE_STATUSES]),
+                name="run_active_idempotency_key_uniq",
+            ),
         ]
 
     def __str__(self) -> str:

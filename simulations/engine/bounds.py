@@ -134,6 +134,7 @@ BOUNDS: dict[str, Bound] = {
     "cluster.oversubscription": _float_bound(1.0, MAX_OVERSUBSCRIPTION,
                                              "1.0 = non-blocking; a 64-port switch cannot exceed 63:1"),
     "cluster.pod_gpus": _int_bound(1, MAX_GPUS, "at most cluster.gpus"),
+    "cluster.qps_per_connection": _int_bound(1, 128, "NCCL_IB_QPS_PER_CONNECTION accepts at most 128"),
     # ---- costs (may also be {low, likely, high} ranges: each end has the same bound)
     "costs.usd_per_kwh": _float_bound(0.0, 10.0, "~20x the dearest retail electricity, ~0.5 USD/kWh"),
     "costs.pue": _float_bound(1.0, 5.0, "PUE >= 1 by definition; the worst surveyed sites are ~2.5"),
