@@ -137,20 +137,19 @@ def test_work_limits() -> None:
 def test_budget_deadline_and_cancellation() -> None:
     checkpoint()  # outside a budget: a no-op
     assert current() is None
-    with pytest.raises(BudgetExceeded, match=r"preview exceeded its time budget of 0\.05 s"):
-        with work_budget(0.05, what="preview"):
-            while True:
-                checkpoint()
+    with pytest.raises(BudgetExceeded, match=r"preview exceeded its time budget of 0\.05 s"), \
+            work_budget(0.05, what="preview"):
+        while True:
+            checkpoint()
     calls = []
 
     def cancelled() -> bool:
         calls.append(1)
         return len(calls) >= 3
 
-    with pytest.raises(Cancelled):
-        with work_budget(None, what="run 1", cancelled=cancelled, cancel_every_s=0.0):
-            for _ in range(100):
-                checkpoint()
+    with pytest.raises(Cancelled), work_budget(None, what="run 1", cancelled=cancelled, cancel_every_s=0.0):
+        for _ in range(100):
+            checkpoint()
     assert len(calls) == 3
     assert current() is None
 
