@@ -23,15 +23,16 @@ at the NIC, plus one fibre cable per link; the top tier uses single-mode DR opti
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulations.engine.catalog import Catalog, CatalogError, CatalogItem, get_item, items_of_kind
+from simulations.engine.spec import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES
 
-TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
-FABRICS = ("infiniband", "roce")
-PLACEMENTS = ("auto", "rack", "row")
+if TYPE_CHECKING:  # pragma: no cover
+    from simulations.engine.spec import Scenario
+
+PLACEMENTS = LEAF_PLACEMENTS  # name kept for callers
 
 # Default switch per fabric and NIC speed; default NIC per speed.
 DEFAULT_SWITCH = {
@@ -51,6 +52,8 @@ DEFAULT_SERVER_FOR_GPU = {
     "H200": "HGX-H200",
     "B200": "HGX-B200",
     "B300": "HGX-B300",
+    "GB200": "GB200-NVL72",
+    "GB300": "GB300-NVL72",
 }
 # The leaf may sit in the rack (copper) when its down ports are filled from at most this many adjacent racks
 # (active copper reaches 3-5 m, i.e. the neighbouring rack).
@@ -118,6 +121,9 @@ class FabricPlan:
     ports_used: int
     ports_available: int
     nics: int
+    leaf_down: int = 0  # leaf ports facing NICs (after the oversubscription split)
+    leaf_up: int = 0  # leaf ports facing spines
+    rails: int = 1  # leaf groups per plane (rail-optimized: one per NIC index)
     transceivers: dict[str, int] = field(default_factory=dict)
     cables: dict[str, int] = field(default_factory=dict)
     power_w: dict[str, float] = field(default_factory=dict)
@@ -382,16 +388,19 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
     max_gpus = (max_endpoints // spec.nics_per_node) * spec.gpus_per_node
     if not fits(tiers):
         what = _topology_name(spec, tiers, k)
+        bad = "cluster.gpus"
+        hint = f" (cluster.tiers={tiers}: a {tiers + 1}-tier tree would fit)" if (
+            spec.tiers is not None and tiers < 3 and fits(tiers + 1)) else ""
         if planes > 1:
             raise FabricError(
-                "cluster.gpus",
+                bad,
                 f"{planes}-plane network of {what}s supports at most {max_gpus} GPUs "
-                f"({cap_plane} endpoints per plane); asked for {spec.gpus}",
+                f"({cap_plane} endpoints per plane); asked for {spec.gpus}{hint}",
             )
         raise FabricError(
-            "cluster.gpus",
+            bad,
             f"{what} supports at most {max_endpoints} endpoints ({max_gpus} GPUs at "
-            f"{spec.nics_per_node} NICs per {spec.gpus_per_node}-GPU node); asked for {total_nics}",
+            f"{spec.nics_per_node} NICs per {spec.gpus_per_node}-GPU node); asked for {total_nics}{hint}",
         )
 
     tree = size_tree(endpoints_per_plane, k, tiers, oversub_leaf, oversub_top, leaf_groups=groups)
@@ -471,6 +480,9 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
         ports_used=ports_used,
         ports_available=n_switches * k,
         nics=total_nics,
+        leaf_down=down,
+        leaf_up=k - down if tiers > 1 else 0,
+        rails=groups,
         transceivers=transceivers,
         cables=cables,
         power_w=power_w,
@@ -480,69 +492,27 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
 # --------------------------------------------------------------------------------------------- from a scenario
 
 
-def _num(value: Any, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
-        raise FabricError(field_name, f"must be a number, got {value!r}")
-    return float(value)
-
-
-def spec_from_scenario(scenario: Mapping[str, Any], catalog: Catalog | None = None) -> FabricSpec:
-    """Build a :class:`FabricSpec` from a raw scenario document (ranges already resolved to numbers).
-
-    Fabric-only settings that the performance scenario does not carry live in ``costs``: ``planes``,
-    ``nodes_per_rack``, ``leaf_placement`` and ``server``. ``cluster.tiers`` is honoured when given explicitly;
-    otherwise the smallest tier count the chosen switch can build is used.
-    """
-    cluster = scenario.get("cluster")
-    if not isinstance(cluster, Mapping):
-        raise FabricError("cluster", "must be an object")
-    costs = scenario.get("costs") or {}
-    if not isinstance(costs, Mapping):
-        raise FabricError("costs", "must be an object")
-    gpu_key = cluster.get("gpu")
-    if not isinstance(gpu_key, str):
-        raise FabricError("cluster.gpu", f"must be a catalog key string, got {gpu_key!r}")
-    gpu = get_item(gpu_key, "gpu", "cluster.gpu", catalog)
-    gpus = int(_num(cluster.get("gpus"), "cluster.gpus"))
-    gpn = int(_num(cluster.get("gpus_per_node", 8), "cluster.gpus_per_node"))
-    nics = int(_num(cluster.get("nics_per_node", gpn), "cluster.nics_per_node"))
-    default_gbps = (gpu.get("specs") or {}).get("default_nic_gbps", 400)
-    nic_gbps = _num(cluster.get("nic_gbps", default_gbps), "cluster.nic_gbps")
-    if nic_gbps <= 0:
-        raise FabricError("cluster.nic_gbps", f"must be > 0, got {nic_gbps:g}")
-    tiers_raw = cluster.get("tiers")
-    tiers = None if tiers_raw in (None, "auto") else int(_num(tiers_raw, "cluster.tiers"))
-    planes_raw = costs.get("planes")
-    planes = None if planes_raw in (None, "auto") else int(_num(planes_raw, "costs.planes"))
-    server_key = costs.get("server") or DEFAULT_SERVER_FOR_GPU.get(gpu_key)
-    npr_default = 4
-    if isinstance(server_key, str) and server_key in (catalog if catalog is not None else items_of_kind("server")):
-        npr_default = int((get_item(server_key, "server", "costs.server", catalog).get("specs") or {})
-                          .get("nodes_per_rack", 4))
-    npr = int(_num(costs.get("nodes_per_rack", npr_default), "costs.nodes_per_rack"))
-    if npr < 1:
-        raise FabricError("costs.nodes_per_rack", f"must be >= 1, got {npr}")
-    pod_raw = cluster.get("pod_gpus")
-    pod = None if pod_raw is None else int(_num(pod_raw, "cluster.pod_gpus"))
-    for name, value in (("switch", cluster.get("switch")), ("nic", cluster.get("nic"))):
-        if value is not None and not isinstance(value, str):
-            raise FabricError(f"cluster.{name}", f"must be a catalog key string, got {value!r}")
-    placement = costs.get("leaf_placement", "auto")
-    if not isinstance(placement, str):
-        raise FabricError("costs.leaf_placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+def fabric_spec(s: Scenario) -> FabricSpec:
+    """The sizing inputs of a parsed scenario (no second reading of the document)."""
+    c, f = s.cluster, s.fabric
     return FabricSpec(
-        gpus=gpus,
-        gpus_per_node=gpn,
-        nics_per_node=nics,
-        nic_gbps=nic_gbps,
-        fabric=str(cluster.get("fabric", "infiniband")),
-        topology=str(cluster.get("topology", "fat-tree")),
-        tiers=tiers,
-        oversubscription=_num(cluster.get("oversubscription", 1.0), "cluster.oversubscription"),
-        pod_gpus=pod,
-        planes=planes,
-        switch=cluster.get("switch"),
-        nic=cluster.get("nic"),
-        nodes_per_rack=npr,
-        leaf_placement=placement,
+        gpus=c.gpus,
+        gpus_per_node=c.gpus_per_node,
+        nics_per_node=c.nics_per_node,
+        nic_gbps=c.nic_gbps,
+        fabric=c.fabric,
+        topology=c.topology,
+        tiers=c.tiers if c.tiers_given else None,
+        oversubscription=c.oversubscription,
+        pod_gpus=c.pod_gpus if c.pod_gpus < c.gpus else None,
+        planes=f.planes if f is not None else None,
+        switch=c.switch,
+        nic=c.nic,
+        nodes_per_rack=f.nodes_per_rack if f is not None else 4,
+        leaf_placement=f.leaf_placement if f is not None else "auto",
     )
+
+
+def plan_for(s: Scenario, catalog: Catalog | None = None) -> FabricPlan:
+    """The full fabric plan (switches, optics, cables, power) of a parsed scenario."""
+    return size_fabric(fabric_spec(s), catalog)

@@ -1,23 +1,56 @@
-"""The scenario document: parse and validate into frozen dataclasses.
+"""The scenario document: the one parser, into the frozen :class:`Scenario` of :mod:`.spec`.
 
-A scenario is a JSON-like mapping (see docs/scenario-format.md). ``parse_scenario`` checks every field and
-raises :class:`ScenarioError` naming the offending field (``"parallelism.tp: 3 does not divide
-model.heads=64"``). ``"auto"`` settings are kept as ``None`` and resolved by the search in
-:mod:`simulations.engine.perf`. ``costs`` and ``uncertainty`` belong to the TCO module and are passed
-through untouched.
+A scenario is a JSON-like mapping (see docs/scenario-format.md). ``parse_scenario`` is the only code that reads
+it: ``predict``, ``tco`` and save-time validation (``validate_scenario``) all call it, so they refuse exactly the
+same documents. It
+
+* finds every ``{low, likely, high}`` range (:mod:`.ranges`) and builds the scenario at the ``likely`` values,
+  keeping the ranges on ``scenario.ranges``;
+* checks every number against the one bounds table (:mod:`.bounds`) and every cross-field rule, raising
+  :class:`ScenarioError` naming the offending field (``"parallelism.tp: 3 does not divide model.heads=64"``);
+* resolves the ``costs`` section (:func:`.costs.resolve_costs`) and the fabric settings kept there (server,
+  planes, nodes per rack, leaf placement);
+* sizes the fabric once (:func:`.topology.build_topology`) and keeps the result as ``scenario.topology``: an
+  unbuildable fabric (too many GPUs for the switch and tier count, a NIC given as a switch, a routing mode the
+  switch lacks) is refused here, naming the field.
+
+``"auto"`` settings are kept as ``None`` and resolved by the search in :mod:`simulations.engine.perf`.
+Enums, dataclasses and defaults live in :mod:`.spec` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
-from simulations.engine.catalog import Catalog, CatalogError, get_item
-from simulations.engine.errors import ScenarioError  # re-exported: the error base lives in errors.py
-
-AUTO = "auto"
+from simulations.engine.bounds import check_int, check_number
+from simulations.engine.catalog import Catalog, CatalogError, get_item, items_of_kind
+from simulations.engine.costs import resolve_costs
+from simulations.engine.errors import ScenarioError
+from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
+from simulations.engine.ranges import find_ranges, likely_scenario
+from simulations.engine.spec import (
+    ATTENTION,
+    AUTO,
+    DEFAULT_QPS,
+    FABRICS,
+    FRAMEWORKS,
+    LEAF_PLACEMENTS,
+    PRECISIONS,
+    RECOMPUTE,
+    ROUTINGS,
+    TOPOLOGIES,
+    ClusterSpec,
+    FabricSettings,
+    ModelSpec,
+    MoESpec,
+    ParallelismSpec,
+    Scenario,
+    TrainingSpec,
+)
+from simulations.engine.topology import build_topology
 
 TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description"}
 REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
@@ -26,113 +59,16 @@ MODEL_KEYS = {
 }
 MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
-TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout"}
+TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout",
+                 "framework"}
 TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
     "gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology", "tiers",
-    "oversubscription", "pod_gpus", "routing", "switch", "nic",
+    "oversubscription", "pod_gpus", "routing", "switch", "nic", "qps_per_connection",
 }
 CLUSTER_REQUIRED = ("gpu", "gpus")
-PRECISIONS = ("bf16", "fp8")
-RECOMPUTE = ("none", "selective", "full")
-# attention kernel: "flash" (fused, scores never in HBM) or "unfused" (scores materialised: Megatron-LM
-# 2021-22 scale-mask-softmax + dropout); "auto" = the GPU family's default (hardware.FAMILY_ATTENTION)
-ATTENTION = ("flash", "unfused")
-FABRICS = ("infiniband", "roce")
-TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
-ROUTINGS = ("adaptive", "ecmp")
-SWITCH_RADIX = 64  # ports of the reference 51.2 Tb/s switch (Quantum-2 QM9700 64x400G) used to derive tiers
-
-
-@dataclass(frozen=True)
-class MoESpec:
-    experts: int
-    top_k: int
-    expert_ffn_hidden: int
-    shared_experts: int = 0
-    dense_layers: int = 0
-    dense_ffn_hidden: int = 0
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn_hidden: int
-    gated_ffn: bool
-    vocab: int
-    seq_len: int
-    moe: MoESpec | None = None
-    head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
-
-    @property
-    def dim_head(self) -> int:
-        return self.head_dim or self.hidden // self.heads
-
-
-@dataclass(frozen=True)
-class TrainingSpec:
-    global_batch: int
-    micro_batch: int | None  # None = auto
-    precision: str
-    recompute: str | None  # None = auto
-    tokens: float
-    zero: int | None  # None = auto
-    attention: str | None = None  # None = auto (family default)
-    # hidden dropout (stores a 1-byte mask per element after attention and FFN): None = auto, i.e. off for
-    # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
-    dropout: bool | None = None
-
-
-@dataclass(frozen=True)
-class ParallelismSpec:
-    """Degrees; ``None`` means "auto" (searched). ``dp`` None and not listed as auto means derived."""
-
-    tp: int | None
-    pp: int | None
-    dp: int | None
-    cp: int | None
-    ep: int | None
-    vpp: int | None
-    sequence_parallel: bool | None
-
-    @property
-    def any_auto(self) -> bool:
-        return any(v is None for v in (self.tp, self.pp, self.dp, self.cp, self.ep, self.vpp, self.sequence_parallel))
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    gpu: str
-    gpus: int
-    gpus_per_node: int
-    nics_per_node: int
-    nic_gbps: float
-    fabric: str
-    topology: str
-    tiers: int
-    oversubscription: float
-    pod_gpus: int
-    routing: str
-    switch: str | None = None
-    nic: str | None = None
-
-
-@dataclass(frozen=True)
-class Scenario:
-    model: ModelSpec
-    training: TrainingSpec
-    parallelism: ParallelismSpec
-    cluster: ClusterSpec
-    name: str = ""
-    description: str = ""
-    costs: dict[str, Any] | None = None
-    uncertainty: dict[str, Any] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+DEFAULT_NODES_PER_RACK = 4  # four 8-GPU HGX servers per 40-45 kW rack when the server item does not say
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -153,44 +89,27 @@ def _check_keys(doc: Mapping[str, Any], allowed: set[str], required: tuple[str, 
             raise ScenarioError(f"{path}.{key}" if path else key, "is required")
 
 
-def _int(doc: Mapping[str, Any], key: str, path: str, default: Any = None, minimum: int = 1,
-         allow_auto: bool = False) -> Any:
+def _int(doc: Mapping[str, Any], key: str, path: str, default: Any = None, allow_auto: bool = False) -> Any:
+    """An integer field, checked against its bound in :data:`simulations.engine.bounds.BOUNDS`."""
     name = f"{path}.{key}"
     value = doc.get(key, default)
     if value is None:
         raise ScenarioError(name, "is required")
+    if allow_auto and value == AUTO:
+        return None
     if isinstance(value, str):
-        if allow_auto and value == AUTO:
-            return None
         extra = ' or "auto"' if allow_auto else ""
         raise ScenarioError(name, f"must be an integer{extra}, got {value!r}")
-    if isinstance(value, bool):
-        raise ScenarioError(name, f"must be an integer, got {value!r}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ScenarioError(name, f"must be an integer, got {value!r}")
-        value = int(value)
-    if not isinstance(value, int):
-        raise ScenarioError(name, f"must be an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ScenarioError(name, f"must be >= {minimum}, got {value}")
-    return value
+    return check_int(value, name)
 
 
-def _number(doc: Mapping[str, Any], key: str, path: str, default: float | None = None,
-            minimum: float = 0.0, strict: bool = True) -> float:
+def _number(doc: Mapping[str, Any], key: str, path: str, default: float | None = None) -> float:
+    """A number field, checked against its bound in :data:`simulations.engine.bounds.BOUNDS`."""
     name = f"{path}.{key}"
     value = doc.get(key, default)
     if value is None:
         raise ScenarioError(name, "is required")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScenarioError(name, f"must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ScenarioError(name, f"must be finite, got {value}")
-    if (strict and value <= minimum) or (not strict and value < minimum):
-        raise ScenarioError(name, f"must be {'>' if strict else '>='} {minimum:g}, got {value:g}")
-    return value
+    return check_number(value, name)
 
 
 def _choice(doc: Mapping[str, Any], key: str, path: str, options: tuple[str, ...], default: str | None,
@@ -216,6 +135,13 @@ def _bool(doc: Mapping[str, Any], key: str, path: str, default: bool | None, all
     return value
 
 
+def _key(doc: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ScenarioError(f"{path}.{key}", f"must be a catalog key string, got {value!r}")
+    return value
+
+
 # --------------------------------------------------------------------------------------------- sections
 
 
@@ -227,14 +153,14 @@ def _parse_moe(doc: Any, hidden: int, layers: int) -> MoESpec:
     top_k = _int(d, "top_k", path)
     if top_k > experts:
         raise ScenarioError(f"{path}.top_k", f"{top_k} exceeds model.moe.experts={experts}")
-    dense_layers = _int(d, "dense_layers", path, default=0, minimum=0)
+    dense_layers = _int(d, "dense_layers", path, default=0)
     if dense_layers >= layers:
         raise ScenarioError(f"{path}.dense_layers", f"{dense_layers} must be fewer than model.layers={layers}")
     return MoESpec(
         experts=experts,
         top_k=top_k,
         expert_ffn_hidden=_int(d, "expert_ffn_hidden", path),
-        shared_experts=_int(d, "shared_experts", path, default=0, minimum=0),
+        shared_experts=_int(d, "shared_experts", path, default=0),
         dense_layers=dense_layers,
         dense_ffn_hidden=_int(d, "dense_ffn_hidden", path, default=4 * hidden),
     )
@@ -282,7 +208,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
     if zero == AUTO:
         zero_v: int | None = None
     else:
-        zero_v = _int(d, "zero", path, default=1, minimum=0)
+        zero_v = _int(d, "zero", path, default=1)
         if zero_v > 3:
             raise ScenarioError("training.zero", f"must be 0, 1, 2, 3 or \"auto\", got {zero_v}")
     return TrainingSpec(
@@ -294,6 +220,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
         zero=zero_v,
         attention=_choice(d, "attention", path, ATTENTION, AUTO, allow_auto=True),
         dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
+        framework=_choice(d, "framework", path, FRAMEWORKS, AUTO, allow_auto=True),
     )
 
 
@@ -315,21 +242,8 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
     )
 
 
-def default_tiers(gpus: int, gpus_per_node: int, nics_per_node: int, topology: str) -> int:
-    """Switch tiers of a non-blocking fat-tree of 64-port switches: 1 tier <= 64 NICs, 2 <= 2048, else 3.
-
-    A multi-plane network counts NICs per plane (one NIC per node in each plane).
-    """
-    nodes = math.ceil(gpus / gpus_per_node)
-    endpoints = nodes if topology == "multi-plane" else nodes * nics_per_node
-    if endpoints <= SWITCH_RADIX:
-        return 1
-    if endpoints <= SWITCH_RADIX * SWITCH_RADIX // 2:
-        return 2
-    return 3
-
-
-def _parse_cluster(doc: Any, catalog: Catalog | None) -> ClusterSpec:
+def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
+    """The cluster section's own fields; ``tiers`` is the given count (0 = auto) until the fabric is sized."""
     path = "cluster"
     d = _mapping(doc, path)
     _check_keys(d, CLUSTER_KEYS, CLUSTER_REQUIRED, path)
@@ -341,34 +255,91 @@ def _parse_cluster(doc: Any, catalog: Catalog | None) -> ClusterSpec:
     except CatalogError as exc:
         raise ScenarioError("cluster.gpu", exc.message) from exc
     gpus = _int(d, "gpus", path)
-    gpn = _int(d, "gpus_per_node", path, default=8)
+    specs = item.get("specs") or {}
+    gpn = _int(d, "gpus_per_node", path, default=int(specs.get("default_gpus_per_node", 8)))
     if gpus % gpn and gpus > gpn:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
     nics = _int(d, "nics_per_node", path, default=gpn)
-    nic_default = item.get("specs", {}).get("default_nic_gbps", 400)
-    nic_gbps = _number(d, "nic_gbps", path, default=float(nic_default))
+    nic_gbps = _number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))
     fabric = str(_choice(d, "fabric", path, FABRICS, "infiniband"))
     topology = str(_choice(d, "topology", path, TOPOLOGIES, "fat-tree"))
-    tiers = _int(d, "tiers", path, default=default_tiers(gpus, gpn, nics, topology))
-    if tiers > 3:
-        raise ScenarioError("cluster.tiers", f"must be 1, 2 or 3, got {tiers}")
+    tiers_given = d.get("tiers") not in (None, AUTO)
+    tiers = _int(d, "tiers", path) if tiers_given else 0
     oversub = _number(d, "oversubscription", path, default=1.0)
-    if oversub < 1.0:
-        raise ScenarioError("cluster.oversubscription", f"must be >= 1.0 (1.0 = non-blocking), got {oversub:g}")
-    pod = _int(d, "pod_gpus", path, default=gpus)
-    pod = min(pod, gpus)
+    pod = min(_int(d, "pod_gpus", path, default=gpus), gpus)
     routing = str(_choice(d, "routing", path, ROUTINGS, "adaptive" if fabric == "infiniband" else "ecmp"))
-    switch = d.get("switch")
-    if switch is not None and not isinstance(switch, str):
-        raise ScenarioError("cluster.switch", f"must be a catalog key string, got {switch!r}")
-    nic = d.get("nic")
-    if nic is not None and not isinstance(nic, str):
-        raise ScenarioError("cluster.nic", f"must be a catalog key string, got {nic!r}")
+    qps = _int(d, "qps_per_connection", path, default=DEFAULT_QPS[routing])
     return ClusterSpec(
         gpu=gpu, gpus=gpus, gpus_per_node=gpn, nics_per_node=nics, nic_gbps=nic_gbps, fabric=fabric,
         topology=topology, tiers=tiers, oversubscription=oversub, pod_gpus=pod, routing=routing,
-        switch=switch, nic=nic,
+        switch=_key(d, "switch", path), nic=_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
     )
+
+
+def _server(key: str | None, c: ClusterSpec, catalog: Catalog | None) -> str | None:
+    """The server holding ``c.gpus_per_node`` x ``c.gpu``: ``costs.server`` (checked) or the catalog's match.
+
+    Without ``costs.server`` and with no matching catalog server this is None: performance needs no server,
+    pricing does (``tco`` then asks for ``costs.server``).
+    """
+    if key is not None:
+        try:
+            item = get_item(key, "server", "costs.server", catalog)
+        except CatalogError as exc:
+            raise ScenarioError("costs.server", exc.message) from exc
+        specs = item.get("specs") or {}
+        if specs.get("gpu") != c.gpu:
+            raise ScenarioError("costs.server", f"server {key} holds {specs.get('gpu')}, not cluster.gpu={c.gpu}")
+        held = int(specs.get("gpus_per_server", c.gpus_per_node))
+        if held != c.gpus_per_node:
+            raise ScenarioError("cluster.gpus_per_node", f"{c.gpus_per_node} does not match server {key} ({held} GPUs)")
+        return key
+    matches = sorted(k for k, v in items_of_kind("server", catalog).items()
+                     if (v.get("specs") or {}).get("gpu") == c.gpu
+                     and int((v.get("specs") or {}).get("gpus_per_server", 0)) == c.gpus_per_node)
+    preferred = DEFAULT_SERVER_FOR_GPU.get(c.gpu)
+    if preferred in matches:
+        return preferred
+    return matches[0] if matches else None
+
+
+def _fabric_settings(costs: Any, c: ClusterSpec, catalog: Catalog | None) -> FabricSettings:
+    """The settings under ``costs`` that change what is built (already checked for unknown keys)."""
+    d: Mapping[str, Any] = costs if isinstance(costs, Mapping) else {}
+    server = _server(_key(d, "server", "costs"), c, catalog)
+    npr_default = DEFAULT_NODES_PER_RACK
+    if server is not None:
+        npr_default = int((get_item(server, "server", "costs.server", catalog).get("specs") or {})
+                          .get("nodes_per_rack", DEFAULT_NODES_PER_RACK))
+    planes = None if d.get("planes") in (None, AUTO) else _int(d, "planes", "costs")
+    return FabricSettings(
+        server=server,
+        planes=planes,
+        nodes_per_rack=_int(d, "nodes_per_rack", "costs", default=npr_default),
+        leaf_placement=str(_choice(d, "leaf_placement", "costs", LEAF_PLACEMENTS, "auto")),
+    )
+
+
+def _with_topology(s: Scenario, catalog: Catalog | None) -> Scenario:
+    topo = build_topology(s, catalog)
+    return replace(s, cluster=replace(s.cluster, tiers=topo.tiers), topology=topo)
+
+
+def parse_cluster(doc: Any, catalog: Catalog | None = None, costs: Mapping[str, Any] | None = None) -> ClusterSpec:
+    """Parse a ``cluster`` section alone (fleet plans); its fabric is sized, so ``tiers`` is the built count."""
+    c = _cluster_fields(doc, catalog)
+    fabric = _fabric_settings(costs, c, catalog)
+    # a throwaway model/training is not needed: sizing reads only the cluster and the fabric settings
+    probe = Scenario(model=_PROBE_MODEL, training=_PROBE_TRAINING, parallelism=_PROBE_PAR, cluster=c, fabric=fabric)
+    return _with_topology(probe, catalog).cluster
+
+
+_PROBE_MODEL = ModelSpec("probe", 1, 1, 1, 1, 1, False, 1, 1)
+_PROBE_TRAINING = TrainingSpec(1, 1, "bf16", "none", 1.0, 0)
+_PROBE_PAR = ParallelismSpec(1, 1, 1, 1, 1, 1, False)
+
+
+_parse_cluster = parse_cluster  # name the fleet helper used before it was public
 
 
 def _check_layout(s: Scenario) -> None:
@@ -415,34 +386,48 @@ def _check_layout(s: Scenario) -> None:
 
 
 def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Scenario:
-    """Validate ``doc`` and return a :class:`Scenario` (an already parsed Scenario is returned as is)."""
+    """Validate ``doc`` and return a :class:`Scenario` (an already parsed Scenario is returned as is).
+
+    Ranges are replaced by their ``likely`` values (kept on ``scenario.ranges``); the fabric is sized once
+    (``scenario.topology``); the ``costs`` section is resolved (``scenario.cost_params``).
+    """
     if isinstance(doc, Scenario):
         return doc
-    d = _mapping(doc, "scenario")
-    _check_keys(d, TOP_KEYS, REQUIRED_TOP, "")
+    raw = _mapping(doc, "scenario")
+    _check_keys(raw, TOP_KEYS, REQUIRED_TOP, "")
+    for key in ("costs", "uncertainty"):
+        if raw.get(key) is not None and not isinstance(raw[key], Mapping):
+            raise ScenarioError(key, "must be an object")
+    ranges = find_ranges(raw)
+    d = likely_scenario(raw, ranges) if ranges else raw
     name = d.get("name", "")
     if not isinstance(name, str):
         raise ScenarioError("name", f"must be a string, got {name!r}")
     description = d.get("description", "")
     if not isinstance(description, str):
         raise ScenarioError("description", f"must be a string, got {description!r}")
-    for key in ("costs", "uncertainty"):
-        if d.get(key) is not None and not isinstance(d[key], Mapping):
-            raise ScenarioError(key, "must be an object")
+    model = _parse_model(d["model"])
+    training = _parse_training(d["training"])
+    parallelism = _parse_parallelism(d["parallelism"])
+    cluster = _cluster_fields(d["cluster"], catalog)
+    cost_params = resolve_costs(d.get("costs"), catalog)
     scenario = Scenario(
-        model=_parse_model(d["model"]),
-        training=_parse_training(d["training"]),
-        parallelism=_parse_parallelism(d["parallelism"]),
-        cluster=_parse_cluster(d["cluster"], catalog),
+        model=model,
+        training=training,
+        parallelism=parallelism,
+        cluster=cluster,
         name=name,
         description=description,
-        costs=dict(d["costs"]) if d.get("costs") is not None else None,
-        uncertainty=dict(d["uncertainty"]) if d.get("uncertainty") is not None else None,
+        costs=dict(raw["costs"]) if raw.get("costs") is not None else None,
+        uncertainty=dict(raw["uncertainty"]) if raw.get("uncertainty") is not None else None,
+        fabric=_fabric_settings(d.get("costs"), cluster, catalog),
+        cost_params=cost_params,
+        ranges=dict(ranges),
     )
     if scenario.parallelism.tp is not None and scenario.cluster.gpus % scenario.parallelism.tp:
         raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")
     _check_layout(scenario)
-    return scenario
+    return _with_topology(scenario, catalog)
 
 
 def _auto(v: Any) -> Any:
@@ -482,6 +467,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         "nic_gbps": c.nic_gbps, "fabric": c.fabric, "topology": c.topology, "tiers": c.tiers,
         "oversubscription": c.oversubscription, "pod_gpus": c.pod_gpus, "routing": c.routing,
     }
+    if c.qps_per_connection != DEFAULT_QPS[c.routing]:
+        cluster["qps_per_connection"] = c.qps_per_connection
     if c.switch is not None:
         cluster["switch"] = c.switch
     if c.nic is not None:
@@ -499,6 +486,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         out["training"]["attention"] = t.attention
     if t.dropout is not None:
         out["training"]["dropout"] = t.dropout
+    if t.framework is not None:
+        out["training"]["framework"] = t.framework
     if s.name:
         out["name"] = s.name
     if s.description:

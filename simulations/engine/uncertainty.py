@@ -26,138 +26,33 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from simulations.engine.catalog import Catalog
-from simulations.engine.scenario import ScenarioError
+from simulations.engine.costing import evaluate, perf_point
+from simulations.engine.costs import CostParams, resolve_costs
+from simulations.engine.errors import ScenarioError
+from simulations.engine.ranges import (  # noqa: F401 - re-exported (public names of this module before the split)
+    DISTRIBUTIONS,
+    PERF_SECTIONS,
+    RANGE_KEYS,
+    SECTIONS,
+    UNCERTAINTY_KEYS,
+    Range,
+    find_ranges,
+    get_path,
+    is_range,
+    likely_scenario,
+    parse_range,
+    set_path,
+)
 
-RANGE_KEYS = {"low", "likely", "high", "dist"}
-DISTRIBUTIONS = ("triangular", "pert")
-SECTIONS = ("costs", "cluster", "training")
-PERF_SECTIONS = ("cluster", "training")
 MAX_PERF_POINTS = 125
-UNCERTAINTY_KEYS = {"distribution", "samples", "seed", "bins"}
 
 Arr = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Range:
-    path: tuple[str, ...]
-    low: float
-    likely: float
-    high: float
-    dist: str
-    integer: bool
-
-    @property
-    def field(self) -> str:
-        return ".".join(self.path)
-
-    @property
-    def affects_performance(self) -> bool:
-        return self.path[0] in PERF_SECTIONS
-
-    def value(self, x: float) -> float | int:
-        return round(x) if self.integer else float(x)
-
-
-def is_range(value: Any) -> bool:
-    return isinstance(value, Mapping) and "low" in value and "high" in value and set(value) <= RANGE_KEYS
-
-
-def _num(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
-        raise ScenarioError(field, f"must be a finite number, got {value!r}")
-    return float(value)
-
-
-def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: str = "triangular") -> Range:
-    field = ".".join(path)
-    low = _num(value["low"], f"{field}.low")
-    high = _num(value["high"], f"{field}.high")
-    likely = _num(value["likely"], f"{field}.likely") if "likely" in value else (low + high) / 2.0
-    if low > high:
-        raise ScenarioError(field, f"range low {low:g} > high {high:g}")
-    if not low <= likely <= high:
-        raise ScenarioError(field, f"likely {likely:g} is outside [{low:g}, {high:g}]")
-    if low < 0:
-        raise ScenarioError(field, f"must be >= 0, got low {low:g}")
-    dist = value.get("dist", default_dist)
-    if dist not in DISTRIBUTIONS:
-        raise ScenarioError(f"{field}.dist", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
-    integer = all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
-                  for k in ("low", "high") if k in value) and isinstance(value.get("likely", 0), int)
-    return Range(path, low, likely, high, str(dist), integer)
-
-
-def _default_dist(scenario: Mapping[str, Any]) -> str:
-    unc = scenario.get("uncertainty") or {}
-    if not isinstance(unc, Mapping):
-        raise ScenarioError("uncertainty", "must be an object")
-    for key in unc:
-        if key not in UNCERTAINTY_KEYS:
-            raise ScenarioError(f"uncertainty.{key}", f"unknown key; allowed: {', '.join(sorted(UNCERTAINTY_KEYS))}")
-    dist = unc.get("distribution", "triangular")
-    if dist not in DISTRIBUTIONS:
-        raise ScenarioError("uncertainty.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
-    return str(dist)
-
-
-def find_ranges(scenario: Mapping[str, Any]) -> dict[str, Range]:
-    """Every range under costs/cluster/training, validated, keyed by dotted field name."""
-    default = _default_dist(scenario)
-    found: dict[str, Range] = {}
-
-    def walk(node: Any, path: tuple[str, ...]) -> None:
-        if is_range(node):
-            r = parse_range(node, path, default)
-            found[r.field] = r
-        elif isinstance(node, Mapping):
-            for key, child in node.items():
-                walk(child, (*path, str(key)))
-
-    for section in SECTIONS:
-        if section in scenario and scenario[section] is not None:
-            walk(scenario[section], (section,))
-    return found
-
-
-def set_path(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    node = doc
-    for key in path[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = dict(child) if isinstance(child, Mapping) else {}
-            node[key] = child
-        node = child
-    node[path[-1]] = value
-
-
-def get_path(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = doc
-    for key in path:
-        if not isinstance(node, Mapping) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _plain(doc: Mapping[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(dict(doc))
-
-
-def likely_scenario(scenario: Mapping[str, Any], ranges: Mapping[str, Range] | None = None) -> dict[str, Any]:
-    """A copy of ``scenario`` with every range replaced by its ``likely`` value."""
-    ranges = find_ranges(scenario) if ranges is None else ranges
-    doc = _plain(scenario)
-    for r in ranges.values():
-        set_path(doc, r.path, r.value(r.likely))
-    return doc
 
 
 def sample(r: Range, n: int, rng: np.random.Generator) -> Arr:
@@ -178,8 +73,6 @@ def _percentiles(x: Arr) -> dict[str, float]:
 
 
 def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
-    from simulations.engine.tco import CostParams
-
     def cut(d: Mapping[str, Any]) -> dict[str, Any]:
         return {k: (v[idx] if isinstance(v, np.ndarray) and v.shape == (n,) else v) for k, v in d.items()}
 
@@ -190,8 +83,6 @@ def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
 def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, samples: int = 10000, seed: int = 0,
                 ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> dict[str, Any]:
     """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws."""
-    from simulations.engine.tco import evaluate, perf_point, resolve_costs
-
     if samples < 1:
         raise ScenarioError("monte_carlo", f"must be >= 1, got {samples}")
     ranges = find_ranges(scenario) if ranges is None else ranges
@@ -317,8 +208,6 @@ def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalo
 def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
                 ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> list[dict[str, Any]]:
     """One-at-a-time swings of $ per run, largest first."""
-    from simulations.engine.tco import evaluate, perf_point, resolve_costs
-
     ranges = find_ranges(scenario) if ranges is None else ranges
     base = likely_scenario(scenario, ranges)
     base_params = resolve_costs(base.get("costs"), catalog)

@@ -1,8 +1,10 @@
 """Validate a whole scenario document without running it.
 
-The same checks ``predict``/``tco`` apply before computing — scenario structure and values, ranges
-(low <= likely <= high), the ``costs`` section and catalog keys — so the platform can refuse a bad
-scenario at save time with the field named, rather than at run time.
+Save-time validation is the parser itself (:func:`simulations.engine.scenario.parse_scenario`): the very
+checks ``predict`` and ``tco`` apply before computing — structure and values against the bounds table, ranges
+(low <= likely <= high), the ``costs`` section, catalog keys, and the fabric sizing (an unbuildable fabric or a
+routing mode the switch lacks) — so the platform refuses a bad scenario at save time with the field named,
+rather than at run time.
 """
 
 from __future__ import annotations
@@ -15,13 +17,7 @@ from simulations.engine.scenario import ScenarioError, parse_scenario
 
 
 def validate_scenario(scenario: Mapping[str, Any], catalog: Catalog | None = None) -> None:
-    """Raise ScenarioError / CatalogError (both ValueErrors with ``.field``) if ``scenario`` is invalid."""
-    from simulations.engine import uncertainty
-    from simulations.engine.tco import resolve_costs
-
+    """Raise ScenarioError (a ValueError with ``.field``) if ``scenario`` is invalid."""
     if not isinstance(scenario, Mapping):
         raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
-    ranges = uncertainty.find_ranges(scenario)
-    base = uncertainty.likely_scenario(scenario, ranges)
-    parse_scenario(base, catalog=catalog)
-    resolve_costs(base.get("costs"), catalog)
+    parse_scenario(scenario, catalog=catalog)

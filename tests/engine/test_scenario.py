@@ -103,14 +103,17 @@ def test_rejects_with_field_name(mutate, field: str) -> None:
 
 def test_auto_settings_and_passthrough() -> None:
     doc = scenario(training={"micro_batch": "auto", "recompute": "auto", "zero": "auto"}, parallelism="auto")
-    doc["costs"] = {"electricity_usd_per_kwh": 0.08, "anything": [1, 2]}
+    # costs are kept as written (ranges included) and also resolved at their likely values
+    doc["costs"] = {"usd_per_kwh": {"low": 0.06, "likely": 0.08, "high": 0.12}, "prices": {"QM9700": 40000}}
     doc["uncertainty"] = {"samples": 100}
-    doc["cluster"].update(switch="QM9700", nic="CX7")
+    doc["cluster"].update(switch="QM9700", nic="CX7-400G")
     s = parse_scenario(doc)
     assert s.training.micro_batch is None and s.training.recompute is None and s.training.zero is None
     assert s.parallelism.any_auto and s.parallelism.tp is None
     assert s.costs == doc["costs"] and s.uncertainty == {"samples": 100}
-    assert s.cluster.switch == "QM9700" and s.cluster.nic == "CX7"
+    assert s.cluster.switch == "QM9700" and s.cluster.nic == "CX7-400G"
+    assert s.cost_params is not None and s.cost_params.values["usd_per_kwh"] == 0.08
+    assert set(s.ranges) == {"costs.usd_per_kwh"}
 
 
 def test_single_auto_degree_and_omitted_dp() -> None:

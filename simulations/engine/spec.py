@@ -1,0 +1,169 @@
+"""The scenario's types, enums and defaults, defined once.
+
+The parser (:mod:`simulations.engine.scenario`, which re-exports every name here) is the only code that builds
+these objects from a document; every other engine module (fabric sizing, topology, performance, cost) reads the
+frozen :class:`Scenario` it returns and imports its enums from here. This module imports nothing of the engine's
+but the error base, so any module may import it without an import circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from simulations.engine.errors import ScenarioError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from simulations.engine.costs import CostParams
+    from simulations.engine.ranges import Range
+    from simulations.engine.topology import Topology
+
+__all__ = [
+    "ATTENTION", "AUTO", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE", "ROUTINGS",
+    "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec", "Scenario",
+    "ScenarioError", "TrainingSpec",
+]
+
+AUTO = "auto"
+
+PRECISIONS = ("bf16", "fp8")
+RECOMPUTE = ("none", "selective", "full")
+# attention kernel: "flash" (fused, scores never in HBM) or "unfused" (scores materialised: Megatron-LM
+# 2021-22 scale-mask-softmax + dropout); "auto" = the GPU family's default (hardware.FAMILY_ATTENTION)
+ATTENTION = ("flash", "unfused")
+# training framework whose overlap defaults the performance model applies ("auto" = None: the model's default)
+FRAMEWORKS = ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2")
+FABRICS = ("infiniband", "roce")
+TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
+# Routing of traffic that leaves a leaf switch:
+#   ecmp     - static per-flow hashing, one queue pair (QP) per NCCL connection (NCCL's default)
+#   ecmp-qp  - static hashing with several QPs per connection (NCCL_IB_QPS_PER_CONNECTION; Meta's "E-ECMP")
+#   adaptive - per-packet / flowlet adaptive routing in the switch (InfiniBand AR, Spectrum-X Ethernet)
+#   pinned   - static, centrally computed routes (subnet-manager / SDN path pinning), no hashing collisions
+# Which a switch supports is in its catalog entry (``specs.routing``); the model's efficiency per mode is
+# net-B's simulations.engine.routing.
+ROUTINGS = ("ecmp", "ecmp-qp", "adaptive", "pinned")
+# Queue pairs per NCCL connection when cluster.qps_per_connection is not given: NCCL's default is 1; Meta's
+# Llama 3 RoCE clusters used 4 ("E-ECMP", Gangidi et al., SIGCOMM 2024) and so does ecmp-qp here.
+DEFAULT_QPS = {"ecmp": 1, "ecmp-qp": 4, "adaptive": 1, "pinned": 1}
+# Where the leaf switch sits: "rack" (copper to the NICs), "row" (optics), "auto" (rack when it can)
+LEAF_PLACEMENTS = ("auto", "rack", "row")
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_experts: int = 0
+    dense_layers: int = 0
+    dense_ffn_hidden: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    gated_ffn: bool
+    vocab: int
+    seq_len: int
+    moe: MoESpec | None = None
+    head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
+
+    @property
+    def dim_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    global_batch: int
+    micro_batch: int | None  # None = auto
+    precision: str
+    recompute: str | None  # None = auto
+    tokens: float
+    zero: int | None  # None = auto
+    attention: str | None = None  # None = auto (family default)
+    # hidden dropout (stores a 1-byte mask per element after attention and FFN): None = auto, i.e. off for
+    # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
+    dropout: bool | None = None
+    framework: str | None = None  # one of FRAMEWORKS; None = auto
+
+
+@dataclass(frozen=True)
+class ParallelismSpec:
+    """Degrees; ``None`` means "auto" (searched). ``dp`` None and not listed as auto means derived."""
+
+    tp: int | None
+    pp: int | None
+    dp: int | None
+    cp: int | None
+    ep: int | None
+    vpp: int | None
+    sequence_parallel: bool | None
+
+    @property
+    def any_auto(self) -> bool:
+        return any(v is None for v in (self.tp, self.pp, self.dp, self.cp, self.ep, self.vpp, self.sequence_parallel))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The cluster as asked for; ``tiers`` is the tier count the fabric sizing built (see :class:`Topology`)."""
+
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    nics_per_node: int
+    nic_gbps: float
+    fabric: str
+    topology: str
+    tiers: int
+    oversubscription: float
+    pod_gpus: int
+    routing: str
+    switch: str | None = None  # as given (None = default by fabric and speed; see topology.switch)
+    nic: str | None = None  # as given (None = default by speed; see topology.nic)
+    qps_per_connection: int = 1
+    # cluster.tiers was set explicitly (else the smallest that fits); not compared: a canonical document writes
+    # the built count, which sizes to the same fabric
+    tiers_given: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True)
+class FabricSettings:
+    """Fabric and rack settings that the document keeps under ``costs`` (they change what is built)."""
+
+    server: str | None  # catalog key of the server (rack-scale systems: one "node" = one NVLink domain)
+    planes: int | None  # multi-plane only; None = nics_per_node
+    nodes_per_rack: int
+    leaf_placement: str  # one of LEAF_PLACEMENTS
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: ModelSpec
+    training: TrainingSpec
+    parallelism: ParallelismSpec
+    cluster: ClusterSpec
+    name: str = ""
+    description: str = ""
+    costs: dict[str, Any] | None = None  # the document's costs section as written (ranges included)
+    uncertainty: dict[str, Any] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    fabric: FabricSettings | None = None
+    topology: Topology | None = None  # the cluster the fabric sizing built; set by parse_scenario
+    cost_params: CostParams | None = None  # costs resolved at their likely values, defaults filled
+    ranges: Mapping[str, Range] = field(default_factory=dict)  # dotted field -> Range (low/likely/high)
+
+    @property
+    def topo(self) -> Topology:
+        """The topology (always present on a Scenario returned by parse_scenario)."""
+        if self.topology is None:
+            raise ScenarioError("cluster", "scenario was not parsed with parse_scenario (no topology)")
+        return self.topology

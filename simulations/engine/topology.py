@@ -1,0 +1,172 @@
+"""The cluster's topology: what the fabric sizing built, read by both the performance and the cost model.
+
+``parse_scenario`` sizes the fabric once (:func:`simulations.engine.fabric.size_fabric` on the parsed cluster)
+and keeps the result as ``scenario.topology``, a frozen :class:`Topology`. The performance model reads where a
+collective's traffic goes (inside the NVLink domain, inside a leaf, inside a pod, across the core), how many
+switches it crosses and the oversubscription of each tier; the cost model prices the same switches and links.
+``fabric_block`` is the ``fabric`` section both ``predict`` and ``tco`` return, so a reader sees which cluster
+was assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from simulations.engine.catalog import Catalog, CatalogError, get_item
+from simulations.engine.errors import ScenarioError
+from simulations.engine.fabric import FabricPlan, fabric_spec, size_fabric
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simulations.engine.spec import Scenario
+
+
+@dataclass(frozen=True)
+class Topology:
+    """One cluster as built. Counts are whole-cluster totals (all planes)."""
+
+    fabric: str  # infiniband | roce
+    topology: str  # fat-tree | rail-optimized | multi-plane
+    routing: str  # ecmp | ecmp-qp | adaptive | pinned (supported by the switch)
+    qps_per_connection: int
+    switch: str  # catalog key of the switch model
+    nic: str  # catalog key of the NIC model
+    radix: int  # switch ports at the link speed (after breakout)
+    link_gbps: float  # port speed the links run at (>= the NIC rate)
+    nic_gbps: float
+    tiers: int  # 1, 2 or 3
+    planes: int  # independent fabrics (multi-plane); 1 otherwise
+    rails: int  # leaf groups per plane: one per NIC index (rail-optimized), 1 (fat-tree)
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    nics_per_node: int
+    nvlink_domain_gpus: int  # GPUs in one NVLink domain (8 for HGX, 72 for NVL72 racks)
+    leaf_down_ports: int  # ports of a leaf facing NICs
+    leaf_up_ports: int  # ports of a leaf facing spines (0 in a 1-tier fabric)
+    nodes_per_leaf: float  # nodes whose same-rail NICs share one leaf (< 1: a node spans several leaves)
+    leaf_gpus: int  # GPUs on the nodes under one leaf (per rail), at most gpus
+    pod_gpus: int  # GPUs under one non-blocking pod (the whole cluster in 1-2 tier fabrics)
+    max_gpus: int  # most GPUs this switch model and tier count could serve
+    switches: Mapping[str, int]  # leaf, spine, core, total
+    links: Mapping[str, int]  # node_leaf, leaf_spine, spine_core
+    oversubscription: Mapping[str, float]  # built down:up ratio: leaf (leaf->spine), spine (spine->core); >= 1
+    hops: Mapping[str, int]  # switches a path crosses when it stays in a leaf, in a pod, or crosses the core
+
+    @property
+    def nics(self) -> int:
+        return self.nodes * self.nics_per_node
+
+
+def _ratio(down: int, up: int) -> float:
+    return max(1.0, down / up) if up > 0 else 1.0
+
+
+def topology_from_plan(plan: FabricPlan, routing: str, qps: int, nvlink_domain_gpus: int) -> Topology:
+    """Derive the :class:`Topology` from a sized :class:`FabricPlan`."""
+    spec = plan.spec
+    nodes = spec.nodes
+    tiers = plan.tiers
+    nics_per_plane_rail = max(1, spec.nics_per_node // (plan.planes * plan.rails))
+    down = plan.leaf_down if tiers > 1 else plan.radix
+    nodes_per_leaf = min(float(nodes), down / nics_per_plane_rail)
+    leaf_gpus = int(min(spec.gpus, max(1, math.floor(nodes_per_leaf * spec.gpus_per_node))))
+    if tiers <= 2:
+        pod = spec.gpus
+    else:  # a pod is k/2 leaves of one plane (fabric module docstring)
+        pod_nodes = (plan.radix // 2) * down / nics_per_plane_rail / plan.rails
+        pod = int(min(spec.gpus, max(leaf_gpus, math.floor(pod_nodes * spec.gpus_per_node))))
+    if spec.pod_gpus is not None:
+        pod = min(pod, spec.pod_gpus)
+    links = dict(plan.links)
+    oversub = {
+        "leaf": _ratio(links["node_leaf"], links["leaf_spine"]) if tiers >= 2 else 1.0,
+        "spine": _ratio(links["leaf_spine"], links["spine_core"]) if tiers == 3 else 1.0,
+    }
+    hops = {"leaf": 1, "pod": min(3, 2 * tiers - 1), "core": 2 * tiers - 1}
+    return Topology(
+        fabric=spec.fabric,
+        topology=spec.topology,
+        routing=routing,
+        qps_per_connection=qps,
+        switch=plan.switch_model,
+        nic=plan.nic_model,
+        radix=plan.radix,
+        link_gbps=plan.link_gbps,
+        nic_gbps=spec.nic_gbps,
+        tiers=tiers,
+        planes=plan.planes,
+        rails=plan.rails,
+        gpus=spec.gpus,
+        nodes=nodes,
+        gpus_per_node=spec.gpus_per_node,
+        nics_per_node=spec.nics_per_node,
+        nvlink_domain_gpus=nvlink_domain_gpus,
+        leaf_down_ports=down,
+        leaf_up_ports=plan.leaf_up,
+        nodes_per_leaf=nodes_per_leaf,
+        leaf_gpus=leaf_gpus,
+        pod_gpus=pod,
+        max_gpus=plan.max_gpus,
+        switches=dict(plan.switches),
+        links=links,
+        oversubscription=oversub,
+        hops=hops,
+    )
+
+
+def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
+    """Size the fabric of a parsed scenario (its ``topology`` may still be unset) and return its topology.
+
+    Raises :class:`ScenarioError` naming the field when the fabric cannot be built or the switch cannot route
+    the way ``cluster.routing`` asks.
+    """
+    try:
+        plan = size_fabric(fabric_spec(s), catalog)
+    except CatalogError as exc:
+        raise ScenarioError(exc.field, exc.message) from exc
+    c = s.cluster
+    supported = [str(r) for r in (plan.switch_item.get("specs") or {}).get("routing") or ()]
+    if supported and c.routing not in supported:
+        raise ScenarioError(
+            "cluster.routing",
+            f"switch {plan.switch_model} does not support {c.routing!r} routing; it supports {', '.join(supported)}",
+        )
+    domain = c.gpus_per_node
+    if s.fabric is not None and s.fabric.server is not None:
+        server = get_item(s.fabric.server, "server", "costs.server", catalog)
+        domain = int((server.get("specs") or {}).get("nvlink_domain_gpus") or c.gpus_per_node)
+    return topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
+
+
+def topology_for(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Topology:
+    """The topology of a scenario document or parsed :class:`Scenario`."""
+    from simulations.engine.scenario import parse_scenario
+
+    return parse_scenario(scenario, catalog).topo
+
+
+def fabric_block(t: Topology) -> dict[str, Any]:
+    """The ``fabric`` section shared by ``predict`` and ``tco`` results (tco adds media, ports and power)."""
+    return {
+        "fabric": t.fabric,
+        "topology": t.topology,
+        "routing": t.routing,
+        "switch_model": t.switch,
+        "nic_model": t.nic,
+        "radix": t.radix,
+        "link_gbps": t.link_gbps,
+        "tiers": t.tiers,
+        "planes": t.planes,
+        "rails": t.rails,
+        "switches": dict(t.switches),
+        "links": dict(t.links),
+        "oversubscription": dict(t.oversubscription),
+        "nodes_per_leaf": t.nodes_per_leaf,
+        "leaf_gpus": t.leaf_gpus,
+        "pod_gpus": t.pod_gpus,
+        "nvlink_domain_gpus": t.nvlink_domain_gpus,
+        "max_gpus": t.max_gpus,
+    }
