@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from simulations.engine.catalog import Catalog, CatalogError, CatalogItem, get_item
+from simulations.engine.catalog import Catalog, CatalogError, CatalogItem, get_item, items_of_kind
 from simulations.engine.costs import CostParams, FloatLike
 from simulations.engine.errors import ScenarioError
 from simulations.engine.fabric import FabricPlan, plan_for
@@ -68,11 +68,24 @@ def _predict(s: Scenario, catalog: Catalog | None) -> dict[str, Any]:
     return dict(predict(s, catalog).to_dict())
 
 
+def _no_server_message(s: Scenario, catalog: Catalog | None) -> str:
+    gpn, gpu = s.cluster.gpus_per_node, s.cluster.gpu
+    servers = items_of_kind("server", catalog).values()
+    same_gpu = sorted(f"{v['key']} ({(v.get('specs') or {}).get('gpus_per_server')} GPUs)" for v in servers
+                      if (v.get("specs") or {}).get("gpu") == gpu)
+    same_size = sorted(f"{v['key']} holds {(v.get('specs') or {}).get('gpu')}" for v in servers
+                       if int((v.get("specs") or {}).get("gpus_per_server", 0)) == gpn)
+    hint = f"servers for {gpu}: {', '.join(same_gpu)}" if same_gpu else f"no server holds {gpu}"
+    if same_size:
+        hint += f"; {gpn}-GPU servers: {', '.join(same_size)} (set cluster.gpu to match)"
+    return f"cannot price: no server in the catalog holds {gpn} x {gpu} ({hint}); set costs.server"
+
+
 def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
                params: CostParams | None = None) -> PerfPoint:
     """Predict performance and size the fabric of a scenario (a document is parsed first: same checks).
 
-    Refuses (ScenarioError naming ``training``/``parallelism``) a run whose layout does not fit in GPU memory:
+    Refuses (ScenarioError naming ``cluster.gpu``, message "does not fit in memory") a run whose layout does not fit in GPU memory:
     such a run cannot be priced.
     """
     from simulations.engine.scenario import parse_scenario, scenario_to_dict
@@ -81,10 +94,10 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
     performance = _predict(s, catalog)
     if not performance.get("fits", True):
         raise ScenarioError(
-            "parallelism",
-            f"the layout needs {performance.get('memory_gb_per_gpu', 0.0):.1f} GB per GPU but "
-            f"{s.cluster.gpu} has {performance.get('memory_limit_gb', 0.0):.1f} GB usable: a run that does not "
-            "fit in memory cannot be priced (more GPUs, tensor/pipeline parallelism, ZeRO or recompute)",
+            "cluster.gpu",
+            f"the run does not fit in memory: the layout needs {performance.get('memory_gb_per_gpu', 0.0):.1f} GB "
+            f"per GPU but {s.cluster.gpu} has {performance.get('memory_limit_gb', 0.0):.1f} GB usable, so it "
+            "cannot be priced (use more GPUs, tensor/pipeline parallelism, ZeRO or recompute)",
         )
     try:
         plan = plan_for(s, catalog)
@@ -93,8 +106,7 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
         raise ScenarioError(exc.field, exc.message) from exc
     fab = s.fabric
     if fab is None or fab.server is None:
-        raise ScenarioError("costs.server", f"no server in the catalog holds {s.cluster.gpus_per_node} x "
-                                            f"{s.cluster.gpu}; set costs.server or cluster.gpus_per_node")
+        raise ScenarioError("costs.server", _no_server_message(s, catalog))
     server = get_item(fab.server, "server", "costs.server", catalog)
     sspecs = server.get("specs") or {}
     gpn = s.cluster.gpus_per_node
