@@ -1,0 +1,232 @@
+"""Scheduling policies on top of :class:`.sim.Sim`: fifo, priority (optionally preemptive) and EASY backfill.
+
+All three gang-schedule (a job starts only when all its nodes are free at once) in whole nodes, inside one
+pod when the job fits a pod. ``fifo`` and ``priority`` are strict: the first job that cannot start blocks
+every cluster it could run on (later jobs may still start on other clusters). ``backfill`` is EASY backfill:
+the first blocked job gets a reservation at the earliest time enough nodes free up on its cluster (the
+"shadow time", from the running jobs' expected ends); later jobs may start now if they end before the
+shadow time or use only nodes the reservation does not need.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from simulations.engine.bounds import WorkLimitError
+from simulations.engine.fleet.sim import (
+    ARRIVE,
+    DOWN,
+    END,
+    FAIL,
+    FRAG,
+    LOST,
+    MAX_EVENTS,
+    REPAIR,
+    REPAIRED,
+    RESTART,
+    RESTARTED,
+    RUN,
+    SPARE,
+    UP,
+    WAIT,
+    Job,
+    Sim,
+)
+
+
+class Fleet(Sim):
+    def run(self) -> None:
+        for c, (t_in, t_out) in enumerate(self.spans):
+            self.push(t_in, UP, c)
+            if t_out < self.H:
+                self.push(t_out, DOWN, c)
+        heap = self.heap
+        jobs = self.jobs
+        H = self.H
+        while heap and heap[0][0] <= H:
+            t, _, kind, a, b = heapq.heappop(heap)
+            self._now = t
+            self.events += 1
+            if self.events > MAX_EVENTS:
+                raise WorkLimitError("plan", f"the simulation exceeded {MAX_EVENTS:,} events; shorten the horizon "
+                                     "or lower the arrival rates")
+            if kind == END:
+                job = jobs[a]
+                if job.epoch == b and job.state == RUN:
+                    self.finish(job, t)
+            elif kind == ARRIVE:
+                self.enqueue(jobs[a], t)
+            elif kind == FAIL:
+                job = jobs[a]
+                if job.epoch == b and job.state == RUN:
+                    self.fail(job, t)
+            elif kind == RESTARTED:
+                job = jobs[a]
+                if job.epoch == b and job.state == RESTART:
+                    self.begin_segment(job, t)
+            elif kind == REPAIRED:
+                self.repaired(a, b, t)
+            elif kind == UP:
+                self.cluster_up(a, t)
+            elif kind == DOWN:
+                self.cluster_down(a, t)
+            if not heap or heap[0][0] > t:
+                self.schedule(t)
+
+    def repaired(self, c: int, pod: int, t: float) -> None:
+        if not self.up[c] or self.repairing[c] <= 0:
+            return
+        self.repairing[c] -= 1
+        self.log(t, c, REPAIR, -self.gpn[c])
+        self.pod_free[c][pod] += 1
+        self.free[c] += 1
+        self.freed = True
+
+    # ------------------------------------------------------------------------------------------ passes
+
+    def serve_spares(self, t: float) -> None:
+        for c in range(self.C):
+            q = self.spare_q[c]
+            while q and self.free[c] > 0:
+                job = self.jobs[q.popleft()]
+                assert job.opt is not None
+                self.log(t, c, LOST, -(job.opt.gpus - self.gpn[c]))
+                self.take_spare(job, job.alloc[0][0] if job.alloc else 0)
+                self.begin_restart(job, t)
+
+    def order(self, job: Job) -> list[int]:
+        """Clusters to try: fastest run first (named jobs), else plan order."""
+        cs = [c for c in job.elig if self.up[c]]
+        if len(cs) > 1 and job.stream < 0:
+            cs.sort(key=lambda c: (job.options[c].work_days, c))
+        return cs
+
+    def nodes(self, job: Job, c: int) -> int:
+        opt = job.options.get(c)
+        return opt.nodes if opt is not None else -(-job.gpus // self.gpn[c])
+
+    def shadow(self, c: int, need: int, t: float) -> tuple[float, int]:
+        """EASY reservation on cluster ``c`` for ``need`` nodes: (shadow time, spare nodes at that time)."""
+        free = self.free[c]
+        if free >= need:
+            return t, free - need
+        ends: list[tuple[float, int]] = []
+        for jid in self.running[c]:
+            j = self.jobs[jid]
+            held = sum(n for _, n in j.alloc)
+            if j.state == RUN:
+                ends.append((j.seg_end, held))
+            else:
+                assert j.opt is not None
+                ends.append((max(j.restart_end, t) + self.est_wall(j, j.opt), held))
+        ends.sort()
+        for end, held in ends:
+            free += held
+            if free >= need:
+                return end, free - need
+        return float("inf"), 0
+
+    def schedule(self, t: float) -> None:
+        self.serve_spares(t)
+        if self.queue:
+            if self.freed or self.policy == "priority":
+                self.full_pass(t)
+            else:
+                self.arrivals_pass(t)
+        self.freed = False
+        self.new_jobs = []
+        for c in range(self.C):
+            f = self.free[c] * self.gpn[c] if (self.up[c] and self.waiting_on[c] > 0) else 0
+            if f != self.frag[c]:
+                self.log(t, c, FRAG, f - self.frag[c])
+                self.frag[c] = f
+
+    def try_start(self, job: Job, t: float, blocked: set[int], res: dict[int, tuple[float, int]]) -> bool:
+        for c in self.order(job):
+            if c in blocked:
+                continue
+            n = self.nodes(job, c)
+            r = res.get(c)
+            late = False
+            if r is not None:
+                late = t + self.est_wall(job, self.option(job, c)) > r[0]
+                if late and n > r[1]:
+                    continue
+            alloc = self.place(c, n)
+            if alloc is None:
+                continue
+            self.start(job, c, alloc, t)
+            if r is not None and late:
+                res[c] = (r[0], r[1] - n)
+            return True
+        return False
+
+    def block(self, job: Job, t: float, blocked: set[int], res: dict[int, tuple[float, int]]) -> None:
+        if self.policy == "backfill":
+            cands = [c for c in job.elig if self.up[c] and c not in res]
+            if cands:
+                best = min(cands, key=lambda c: (self.shadow(c, self.nodes(job, c), t)[0], c))
+                res[best] = self.shadow(best, self.nodes(job, best), t)
+        else:
+            blocked.update(job.elig)
+
+    def full_pass(self, t: float) -> None:
+        blocked: set[int] = set()
+        res: dict[int, tuple[float, int]] = {}
+        up = sum(self.up)
+        scanned = 0
+        i = 0
+        q = self.queue
+        while i < len(q):
+            if len(blocked) >= up or scanned >= self.depth or not (self.preemption or any(self.free)):
+                break
+            job = self.jobs[q[i][1]]
+            if self.try_start(job, t, blocked, res) or (self.preemption and self.preempt_for(job, t, blocked)):
+                del q[i]
+                continue
+            self.block(job, t, blocked, res)
+            scanned += 1
+            i += 1
+        self.last_blocked, self.last_res = blocked, res
+
+    def arrivals_pass(self, t: float) -> None:
+        """Only new jobs can have changed anything (no capacity was freed since the last full pass)."""
+        blocked, res = self.last_blocked, self.last_res
+        for jid in self.new_jobs:
+            job = self.jobs[jid]
+            if job.state != WAIT or len(blocked) >= sum(self.up):
+                continue
+            if self.try_start(job, t, blocked, res):
+                self.queue.remove((job.key, jid))
+            else:
+                self.block(job, t, blocked, res)
+
+    def preempt_for(self, job: Job, t: float, blocked: set[int]) -> bool:
+        """Priority with preemption: stop lower-priority jobs (lowest first, newest first) until ``job`` fits."""
+        for c in self.order(job):
+            if c in blocked:
+                continue
+            n = self.nodes(job, c)
+            victims = sorted((self.jobs[j] for j in self.running[c] if self.jobs[j].prio < job.prio),
+                             key=lambda j: (j.prio, -(j.first_start or 0.0), -j.id))
+            if self.free[c] + sum(sum(x for _, x in v.alloc) for v in victims) < n:
+                continue
+            for v in victims:
+                if self.free[c] >= n:
+                    alloc = self.place(c, n)
+                    if alloc is not None:
+                        self.start(job, c, alloc, t)
+                        return True
+                self.preempt(v, t)
+            alloc = self.place(c, n)
+            if alloc is not None:
+                self.start(job, c, alloc, t)
+                return True
+        return False
+
+    def waiting_jobs(self) -> list[Job]:
+        return [j for j in self.jobs if j.state == WAIT and j.first_start is None]
+
+    def running_jobs(self) -> list[Job]:
+        return [j for j in self.jobs if j.state in (RUN, RESTART, SPARE)]
+
