@@ -9,6 +9,9 @@ percentiles in milliseconds.
 
 ``spec.json``: {"base": "http://127.0.0.1:8123", "headers": {...},
                 "requests": [{"method": "GET", "path": "/api/v1/runs/"}, {"method": "POST", "path": ..., "json": {...}}]}
+
+A request may give ``"content"`` (a latin-1 string: each character is one byte of the raw body) and
+``"content_type"`` instead of ``"json"``, for bodies no JSON encoder would produce (invalid UTF-8, escapes).
 """
 
 from __future__ import annotations
@@ -56,7 +59,11 @@ async def run(spec: dict[str, Any], duration: float, concurrency: int) -> dict[s
                 req = requests[next(counter) % len(requests)]
                 started = time.perf_counter()
                 try:
-                    resp = await client.request(req["method"], req["path"], json=req.get("json"))
+                    if "content" in req:  # raw body: latin-1 text carries any bytes (hostile streams)
+                        resp = await client.request(req["method"], req["path"], content=req["content"].encode("latin-1"),
+                                                    headers={"Content-Type": req.get("content_type", "application/json")})
+                    else:
+                        resp = await client.request(req["method"], req["path"], json=req.get("json"))
                     await resp.aread()
                     code = resp.status_code
                 except httpx.HTTPError as exc:
