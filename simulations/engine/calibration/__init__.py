@@ -1,0 +1,33 @@
+"""Calibration on a team's own cluster: import nccl-tests output and training logs, fit the fleet's
+efficiencies over the engine's own equations, and predict with them.
+
+Contract (issue #16)::
+
+    from simulations.engine.calibration import parse_nccl_tests, parse_step_log, fit_profile
+
+* :func:`parse_nccl_tests` - nccl-tests stdout -> collective, ranks, rows (out-of-place and in-place).
+* :func:`parse_step_log` - Megatron-LM / NeMo / torchtitan / CSV step logs -> steady step time, warm-up dropped.
+* :func:`fit_profile` - least-squares fit -> :class:`Profile` (values, uncertainty, data, residual factor).
+* :func:`predict_calibrated` - predict() with a profile applied; ``Profile.apply_to_context`` is the hook.
+
+Method and equations: docs/calibration.md. Pure Python + numpy/scipy; no Django.
+"""
+
+from __future__ import annotations
+
+from simulations.engine.calibration.apply import ProfileMismatch, fleet_differences, predict_calibrated
+from simulations.engine.calibration.fit import fit_profile
+from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
+from simulations.engine.calibration.profile import Profile
+from simulations.engine.calibration.steplog import parse_step_log
+
+__all__ = [
+    "COLLECTIVES",
+    "Profile",
+    "ProfileMismatch",
+    "fit_profile",
+    "fleet_differences",
+    "parse_nccl_tests",
+    "parse_step_log",
+    "predict_calibrated",
+]
