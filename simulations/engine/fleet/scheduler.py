@@ -35,6 +35,7 @@ from simulations.engine.fleet.sim import (
 
 
 class Fleet(Sim):
+    _ends: dict[int, list[tuple[float, int]]] = {}  # noqa: RUF012 - replaced per pass
     def run(self) -> None:
         for c, (t_in, t_out) in enumerate(self.spans):
             self.push(t_in, UP, c)
@@ -110,16 +111,18 @@ class Fleet(Sim):
         free = self.free[c]
         if free >= need:
             return t, free - need
-        ends: list[tuple[float, int]] = []
-        for jid in self.running[c]:
-            j = self.jobs[jid]
-            held = sum(n for _, n in j.alloc)
-            if j.state == RUN:
-                ends.append((j.seg_end, held))
-            else:
-                assert j.opt is not None
-                ends.append((max(j.restart_end, t) + self.est_wall(j, j.opt), held))
-        ends.sort()
+        ends = self._ends.get(c)
+        if ends is None:  # expected ends of the running jobs, cached until a job starts on c in this pass
+            ends = []
+            for jid in self.running[c]:
+                j = self.jobs[jid]
+                if j.state == RUN:
+                    ends.append((j.seg_end, j.held))
+                else:
+                    assert j.opt is not None
+                    ends.append((max(j.restart_end, t) + self.est_wall(j, j.opt), j.held))
+            ends.sort()
+            self._ends[c] = ends
         for end, held in ends:
             free += held
             if free >= need:
@@ -146,6 +149,8 @@ class Fleet(Sim):
             if c in blocked:
                 continue
             n = self.nodes(job, c)
+            if self.free[c] < n:
+                continue
             r = res.get(c)
             late = False
             if r is not None:
@@ -156,6 +161,7 @@ class Fleet(Sim):
             if alloc is None:
                 continue
             self.start(job, c, alloc, t)
+            self._ends.pop(c, None)
             if r is not None and late:
                 res[c] = (r[0], r[1] - n)
             return True
@@ -165,12 +171,14 @@ class Fleet(Sim):
         if self.policy == "backfill":
             cands = [c for c in job.elig if self.up[c] and c not in res]
             if cands:
-                best = min(cands, key=lambda c: (self.shadow(c, self.nodes(job, c), t)[0], c))
-                res[best] = self.shadow(best, self.nodes(job, best), t)
+                shadows = [(self.shadow(c, self.nodes(job, c), t), c) for c in cands]
+                (when, extra), best = min(shadows, key=lambda x: (x[0][0], x[1]))
+                res[best] = (when, extra)
         else:
             blocked.update(job.elig)
 
     def full_pass(self, t: float) -> None:
+        self._ends = {}
         blocked: set[int] = set()
         res: dict[int, tuple[float, int]] = {}
         up = sum(self.up)
@@ -191,6 +199,7 @@ class Fleet(Sim):
 
     def arrivals_pass(self, t: float) -> None:
         """Only new jobs can have changed anything (no capacity was freed since the last full pass)."""
+        self._ends = {}
         blocked, res = self.last_blocked, self.last_res
         for jid in self.new_jobs:
             job = self.jobs[jid]
@@ -209,7 +218,7 @@ class Fleet(Sim):
             n = self.nodes(job, c)
             victims = sorted((self.jobs[j] for j in self.running[c] if self.jobs[j].prio < job.prio),
                              key=lambda j: (j.prio, -(j.first_start or 0.0), -j.id))
-            if self.free[c] + sum(sum(x for _, x in v.alloc) for v in victims) < n:
+            if self.free[c] + sum(v.held for v in victims) < n:
                 continue
             for v in victims:
                 if self.free[c] >= n:

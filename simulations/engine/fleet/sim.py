@@ -40,6 +40,7 @@ class Job:
         "epoch",
         "first_start",
         "gpus",
+        "held",
         "id",
         "interruptions",
         "key",
@@ -81,6 +82,7 @@ class Job:
         self.resumed = False
         self.spare_t = 0.0
         self.key = (0 if fifo else -prio, submit, jid)
+        self.held = 0  # nodes held now
         self.work = work  # fault-free days of a stream job (named jobs take theirs from their options)
 
 
@@ -230,6 +232,7 @@ class Sim:
         self.log(t, c, ALLOC, -held * self.gpn[c])
         self.running[c].discard(job.id)
         job.alloc = []
+        job.held = 0
         self.freed = True
 
     # ------------------------------------------------------------------------------------------ queue
@@ -275,6 +278,7 @@ class Sim:
         elif job.cluster != c and job.opt is not None and job.opt.work_days > 0:
             job.remaining = job.remaining / job.opt.work_days * opt.work_days  # same fraction left, new speed
         job.cluster, job.alloc, job.opt = c, alloc, opt
+        job.held = opt.nodes
         self.running[c].add(job.id)
         self.log(t, c, ALLOC, opt.gpus)
         if job.resumed and opt.restart_days > 0:
@@ -349,6 +353,7 @@ class Sim:
             job.alloc[0][1] -= 1
             if job.alloc[0][1] == 0:
                 job.alloc.pop(0)
+            job.held -= 1
             gpn = self.gpn[c]
             self.log(t, c, ALLOC, -gpn)
             self.log(t, c, REPAIR, gpn)
@@ -371,6 +376,7 @@ class Sim:
         pf[p] -= 1
         self.free[c] -= 1
         job.alloc.append([p, 1])
+        job.held += 1
         self.log(self._now, c, ALLOC, self.gpn[c])
         return True
 
