@@ -35,7 +35,6 @@ from simulations.engine.fleet.sim import (
 
 
 class Fleet(Sim):
-    _ends: dict[int, list[tuple[float, int]]] = {}  # noqa: RUF012 - replaced per pass
     def run(self) -> None:
         for c, (t_in, t_out) in enumerate(self.spans):
             self.push(t_in, UP, c)

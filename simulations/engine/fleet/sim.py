@@ -129,6 +129,7 @@ class Sim:
         self.last_blocked: set[int] = set()
         self.last_res: dict[int, tuple[float, int]] = {}
         self._now = 0.0  # time of the event being processed
+        self._ends: dict[int, list[tuple[float, int]]] = {}  # per scheduling pass: expected ends per cluster
 
     # ------------------------------------------------------------------------------------------ plumbing
 
