@@ -1,0 +1,175 @@
+"""Huge, non-integral and mistyped numbers in every numeric field: a fast 400 naming the field, nothing stored.
+
+The fields are the bounds table (simulations/engine/bounds.py), so a field added there is covered here. Each is
+sent through the preview endpoint (a full document), and the main ones through sweep axes and run parameters,
+where the probe of issue #11 found values accepted with 202 that later failed or hung in the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from simulations.engine.bounds import BOUNDS
+from tests.security.seed import World, document, seed_world
+from tests.security.test_hostile_input import _fingerprint
+
+pytestmark = pytest.mark.django_db
+
+MOE = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}
+# Raw JSON text for each hostile value (1e400 is valid JSON that Python reads as infinity).
+HUGE = ["1e308", "-1e308", "1e400", "1" + "0" * 400]
+NON_INTEGRAL = ["2.5", "-0.5"]
+WRONG_TYPE = ["true", '"1024"', "[]", "{}"]
+DOC_SECTIONS = ("model.", "training.", "parallelism.", "cluster.", "costs.")
+
+
+@pytest.fixture
+def world() -> World:
+    return seed_world(execute=False)
+
+
+@pytest.fixture
+def admin(world: World) -> APIClient:
+    c = APIClient()
+    c.force_login(world.home.users["admin"])
+    c.raise_request_exception = False
+    return c
+
+
+def _document_with(field: str, raw: str) -> str:
+    """A valid document with ``field`` set to the raw JSON text ``raw`` (spliced, so 10**400 stays exact)."""
+    doc = document()
+    if field.startswith("model.moe."):
+        doc["model"]["moe"] = dict(MOE)
+    if field == "costs.prices.*":
+        field = "costs.prices.QM9700"
+    node: dict[str, Any] = doc
+    parts = field.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = "__HOSTILE__"
+    return json.dumps({"document": doc}).replace('"__HOSTILE__"', raw)
+
+
+def _doc_fields() -> list[str]:
+    return sorted(f for f in BOUNDS if f.startswith(DOC_SECTIONS))
+
+
+def _errors(resp: Any) -> dict[str, Any]:
+    assert resp["Content-Type"].startswith("application/json"), (resp.status_code, resp.content[:200])
+    return dict(resp.json()["errors"])
+
+
+def test_every_numeric_document_field_refuses_hostile_numbers_in_preview(world, admin) -> None:
+    failures = []
+    slowest = 0.0
+    for field in _doc_fields():
+        kind = BOUNDS[field].kind
+        for raw in HUGE + WRONG_TYPE + (NON_INTEGRAL if kind == "int" else []):
+            started = time.perf_counter()
+            resp = admin.post("/api/v1/preview/", _document_with(field, raw), content_type="application/json")
+            slowest = max(slowest, time.perf_counter() - started)
+            if resp.status_code != 400:
+                failures.append(f"{field}={raw[:12]}: {resp.status_code} {resp.content[:160]!r}")
+                continue
+            errors = _errors(resp)
+            name = field.replace("*", "QM9700")
+            if not any(key == name or key.startswith(name + ".") or key == f"document.{name}" for key in errors):
+                failures.append(f"{field}={raw[:12]}: the error does not name the field: {errors}")
+    assert not failures, f"{len(failures)} hostile values not refused as a 400 naming the field:\n" + "\n".join(failures[:60])
+    assert slowest < 2.0, f"refusing a hostile number must be fast (slowest {slowest:.2f} s)"
+
+
+def test_valid_document_previews(world, admin) -> None:
+    resp = admin.post("/api/v1/preview/", {"document": document()}, format="json")
+    assert resp.status_code == 200, resp.content[:300]
+
+
+@pytest.mark.parametrize("param", ["monte_carlo", "seed", "top_k"])
+def test_run_params_are_strict(world, admin, param) -> None:
+    from simulations.models import SimulationRun
+
+    kind = "search" if param == "top_k" else "tco"
+    url = f"/api/v1/scenarios/{world.home.scenario.pk}/run/"
+    runs = SimulationRun.objects.count()
+    for raw in [*HUGE, *NON_INTEGRAL, *WRONG_TYPE, "-1", "null"]:
+        body = f'{{"kind": "{kind}", "params": {{"{param}": {raw}}}}}'
+        resp = admin.post(url, body, content_type="application/json")
+        assert resp.status_code == 400, (param, raw[:12], resp.status_code, resp.content[:200])
+        assert f"params.{param}" in _errors(resp), (raw[:12], resp.content[:300])
+    assert SimulationRun.objects.count() == runs
+
+
+def test_run_flags_are_strict_booleans(world, admin) -> None:
+    from simulations.models import SimulationRun
+
+    url = f"/api/v1/scenarios/{world.home.scenario.pk}/run/"
+    runs = SimulationRun.objects.count()
+    for body in ({"kind": "tco", "params": {"sensitivity": "yes"}}, {"kind": "tco", "params": {"sensitivity": 1}},
+                 {"kind": "tco", "force": "true"}, {"kind": "tco", "force": 1}):
+        resp = admin.post(url, body, format="json")
+        assert resp.status_code == 400, (body, resp.status_code, resp.content[:200])
+    assert SimulationRun.objects.count() == runs
+
+
+SWEEP_FIELDS = ["cluster.gpus", "cluster.nic_gbps", "training.global_batch", "model.layers", "costs.usd_per_kwh"]
+BAD_AXIS_VALUES = ['"lots"', "null", "[]", "{}", "0", "-8", "1e308", "1e400", "2.5", "[[[[[[[[1]]]]]]]]",
+                   '{"low": 1, "high": 2}', "true"]
+
+
+@pytest.mark.parametrize("field", SWEEP_FIELDS)
+def test_every_sweep_axis_value_is_validated_before_anything_is_created(world, admin, field) -> None:
+    before = _fingerprint()
+    url = f"/api/v1/scenarios/{world.home.scenario.pk}/sweep/"
+    for raw in BAD_AXIS_VALUES:
+        if field == "costs.usd_per_kwh" and raw in ("0",):
+            continue  # free electricity is a legal value
+        body = f'{{"kind": "predict", "axes": {{"{field}": [{raw}]}}}}'
+        resp = admin.post(url, body, content_type="application/json")
+        assert resp.status_code == 400, (field, raw, resp.status_code, resp.content[:200])
+        assert any(k.startswith(f"axes.{field}") for k in _errors(resp)), (raw, resp.content[:300])
+    # One bad value among good ones still refuses the whole sweep.
+    resp = admin.post(url, {"kind": "predict", "axes": {"cluster.gpus": [32, 64, 1e308]}}, format="json")
+    assert resp.status_code == 400 and "axes.cluster.gpus" in json.dumps(_errors(resp))
+    assert _fingerprint() == before
+
+
+def test_sweep_axis_combinations_are_validated_as_documents(world, admin) -> None:
+    """Each value alone is in bounds, but a combination is not a valid scenario: refused before creation."""
+    before = _fingerprint()
+    url = f"/api/v1/scenarios/{world.home.scenario.pk}/sweep/"
+    resp = admin.post(url, {"kind": "predict", "axes": {"cluster.gpus": [32, 36]}}, format="json")  # 36 % 8 != 0
+    assert resp.status_code == 400, resp.content[:300]
+    assert "36" in json.dumps(_errors(resp))
+    assert _fingerprint() == before
+
+
+def test_workload_sections_are_validated(world, admin) -> None:
+    before = _fingerprint()
+    doc = document()
+    for body in ({"name": "w", "model": {}, "training": doc["training"]},
+                 {"name": "w", "model": {**doc["model"], "layers": 1e308}, "training": doc["training"]},
+                 {"name": "w", "model": {**doc["model"], "hidden": "2304"}, "training": doc["training"]},
+                 {"name": "w", "model": doc["model"], "training": {**doc["training"], "global_batch": 2.5}}):
+        resp = admin.post("/api/v1/workloads/", body, format="json")
+        assert resp.status_code == 400, (body, resp.status_code, resp.content[:300])
+        assert any(k.startswith(("model", "training")) for k in _errors(resp)), resp.content[:300]
+    assert _fingerprint() == before
+
+
+def test_sweep_values_keep_their_type(world, admin) -> None:
+    """A valid sweep still works: values are stored as given and every child run is valid."""
+    from simulations.models import SimulationRun
+
+    url = f"/api/v1/scenarios/{world.home.scenario.pk}/sweep/"
+    resp = admin.post(url, {"kind": "predict", "axes": {"cluster.nic_gbps": [200, 400]}}, format="json")
+    assert resp.status_code == 202, resp.content[:300]
+    runs = SimulationRun.objects.filter(sweep_id=resp.json()["id"])
+    assert sorted(r.input_snapshot["document"]["cluster"]["nic_gbps"] for r in runs) == [200, 400]
