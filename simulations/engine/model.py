@@ -8,14 +8,20 @@ disagree. Equations and the source of every constant: docs/performance-model.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from simulations.engine import collectives as cl
 from simulations.engine import hardware as hw
+from simulations.engine.frameworks import PROFILES, profile
 from simulations.engine.hardware import GpuSpec
+from simulations.engine.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
 from simulations.engine.scenario import Scenario
+from simulations.engine.stragglers import straggler_time
+from simulations.engine.timeline import comm_timeline
 
 Arr = npt.NDArray[np.float64]
 
@@ -56,12 +62,21 @@ class Context:
     gpu: GpuSpec
     # fabric, per GPU
     nic_bw_gpu: float  # bytes/s of NIC line rate per GPU x protocol efficiency
-    route_eff: float
-    leaf_nodes: float
-    pod_gpus: float
-    oversub: float
+    routing: str
+    qps: float  # queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION); 0 = the routing mode's default
+    domain: float  # GPUs per NVLink domain (8 HGX, 72 NVL72)
+    leaf_nodes: float  # nodes whose same-rail NICs share a leaf
+    pod_nodes: float  # nodes under one non-blocking pod (3-tier spine group)
+    oversub_leaf: float
+    oversub_spine: float
     tiers: float
     fabric: str
+    framework: str | None = None  # None = auto (per layout, frameworks.auto_choice)
+    sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
+    # calibration hooks (simulations.engine.calibration): multiplier on inter-node bandwidth per collective
+    # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
+    net_bw_scale: Mapping[str, float] = field(default_factory=dict)
+    net_alpha_s: float | None = None
 
     @property
     def peak(self) -> float:
@@ -71,11 +86,25 @@ class Context:
     def elem_bytes(self) -> float:
         return 1.0 if self.precision == "fp8" and self.gpu.peak_fp8_flops is not None else 2.0
 
+    @property
+    def net(self) -> cl.Net:
+        g = self.gpu
+        scale = {f"bw_scale_{k}": float(v) for k, v in self.net_bw_scale.items()}
+        return cl.Net(
+            domain=self.domain, job_nodes=max(self.gpus / self.domain, 1.0), leaf_nodes=self.leaf_nodes,
+            pod_nodes=self.pod_nodes, oversub_leaf=self.oversub_leaf, oversub_spine=self.oversub_spine,
+            tiers=self.tiers, fabric=self.fabric, routing=self.routing,
+            qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
+            nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
+            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s, **scale,
+        )
+
 
 def make_context(s: Scenario, gpu: GpuSpec) -> Context:
     m, c, t = s.model, s.cluster, s.training
     moe = m.moe
-    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF[c.fabric]
+    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF["infiniband"]
+    net = _fabric_numbers(s)
     return Context(
         layers=m.layers,
         hidden=float(m.hidden),
@@ -103,13 +132,56 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         gpn=float(min(c.gpus_per_node, c.gpus)),
         gpu=gpu,
         nic_bw_gpu=nic_bw,
-        route_eff=hw.ROUTING_EFF[c.routing],
-        leaf_nodes=hw.LEAF_NODES[c.topology],
-        pod_gpus=float(c.pod_gpus),
-        oversub=c.oversubscription,
+        routing=c.routing,
+        qps=float(getattr(c, "qps_per_connection", 0) or 0.0),
         tiers=float(c.tiers),
         fabric=c.fabric,
+        framework=getattr(t, "framework", None),
+        sharp=bool(getattr(c, "sharp", False)),
+        domain=net["domain"],
+        leaf_nodes=net["leaf_nodes"],
+        pod_nodes=net["pod_nodes"],
+        oversub_leaf=net["oversub_leaf"],
+        oversub_spine=net["oversub_spine"],
     )
+
+
+def nic_rate(ctx: Context) -> float:
+    """Bytes/s per GPU the transport delivers: ``ctx.nic_bw_gpu`` (line rate x InfiniBand's efficiency) less
+    RoCE's extra framing, and less DCQCN's rate headroom unless the Ethernet fabric routes adaptively
+    (Spectrum-X-class fabrics pair adaptive routing with their own telemetry-based congestion control)."""
+    if ctx.fabric != "roce":
+        return ctx.nic_bw_gpu
+    return ctx.nic_bw_gpu * ROCE_FRAMING_EFF * (1.0 if ctx.routing == "adaptive" else DCQCN_HEADROOM_EFF)
+
+
+def _fabric_numbers(s: Scenario) -> dict[str, float]:
+    """NVLink domain, leaf and pod sizes and per-tier oversubscription from the scenario's topology."""
+    c = s.cluster
+    gpn = float(min(c.gpus_per_node, c.gpus))
+    topo = getattr(s, "topology", None)
+    if topo is not None:
+        dom = float(getattr(topo, "nvlink_domain_gpus", gpn) or gpn)
+        over = dict(getattr(topo, "oversubscription", {}) or {})
+        return {
+            "domain": dom,
+            "leaf_nodes": max(float(topo.nodes_per_leaf) * gpn / dom, 1e-9),
+            "pod_nodes": max(float(topo.pod_gpus) / dom, 1.0),
+            "oversub_leaf": float(over.get("leaf", 1.0)),
+            "oversub_spine": float(over.get("spine", 1.0)),
+        }
+    # no sized topology: reference 64-port switches (hardware.LEAF_NODES); a pod of k/2 = 32 leaves;
+    # the oversubscription sits above pod_gpus when given, at the leaf otherwise
+    leaf = hw.LEAF_NODES[c.topology]
+    jobs_nodes = c.gpus / gpn
+    pod_set = c.pod_gpus < c.gpus
+    return {
+        "domain": gpn,
+        "leaf_nodes": leaf,
+        "pod_nodes": c.pod_gpus / gpn if pod_set else min(32.0 * leaf, jobs_nodes),
+        "oversub_leaf": 1.0 if pod_set else c.oversubscription,
+        "oversub_spine": c.oversubscription if pod_set else 1.0,
+    }
 
 
 @dataclass
@@ -213,96 +285,26 @@ def _mem_time(ctx: Context, nbytes: Arr) -> Arr:
     return nbytes / (ctx.gpu.hbm_bw * hw.HBM_EFF)
 
 
-@dataclass
-class Collectives:
-    ctx: Context
+# -------------------------------------------------------------------------------------------- evaluate
 
-    def _nvl(self, kind: str) -> float:
-        g = self.ctx.gpu
-        return g.nvlink_uni_bw * (g.nvlink_ar_eff if kind == "ar" else g.nvlink_ring_eff)
 
-    def _fabric_factor(self, nodes: Arr, span_gpus: Arr) -> Arr:
-        """Slow-down of NIC traffic from leaving the leaf (routing) and crossing the oversubscribed tier."""
-        c = self.ctx
-        up = np.where(nodes > c.leaf_nodes, 1.0 - c.leaf_nodes / np.maximum(nodes, 1.0), 0.0)
-        cross = np.where(span_gpus > c.pod_gpus, 1.0 - c.pod_gpus / np.maximum(span_gpus, 1.0), 0.0)
-        return (1.0 - up) + (up - cross) / c.route_eff + cross * c.oversub / c.route_eff
-
-    def _net_alpha(self, nodes: Arr) -> Arr:
-        c = self.ctx
-        switches = np.where(nodes > c.leaf_nodes, 2.0 * c.tiers - 1.0, 1.0)
-        return hw.NET_BASE_LATENCY_S[c.fabric] + switches * hw.SWITCH_LATENCY_S[c.fabric]
-
-    def time(self, kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
-        """Time of one collective of ``kind`` (ar, ag, rs, a2a) over ``n`` ranks spaced ``stride`` apart.
-
-        ``nbytes``: full buffer per rank (reduced tensor for ar/rs, gathered output for ag, send buffer
-        for a2a). Bus-bandwidth model: ar moves 2(n-1)/n of it, ag/rs/a2a (n-1)/n.
-        """
-        c = self.ctx
-        n = np.maximum(n, 1.0)
-        k = np.clip(c.gpn / stride, 1.0, n)  # ranks of the group per node
-        nodes = n / k
-        span = n * stride
-        nvl = self._nvl(kind)
-        inter = nodes > 1.0
-        factor = self._fabric_factor(nodes, span)
-        nic = k * c.nic_bw_gpu / factor  # each rank drives its own NIC; k ranks of a node share the ring
-        frac = np.where(n > 1, (n - 1.0) / n, 0.0)
-        vol = nbytes * frac * (2.0 if kind == "ar" else 1.0)
-        alpha = self._net_alpha(nodes)
-        if kind == "a2a":
-            t_intra = nbytes * (k - 1.0) / n / nvl
-            t_inter = nbytes * (n - k) / n / (c.nic_bw_gpu / factor)
-            bw_t = np.maximum(t_intra, t_inter)
-            lat = np.where(inter, alpha * np.log2(np.maximum(nodes, 2.0)), hw.NVLINK_LATENCY_S) + (n - 1.0) * 0.1e-6
-        else:
-            bw = np.where(inter, np.minimum(nic, nvl), nvl)
-            bw_t = vol / bw
-            steps_ring = (n - 1.0) * (2.0 if kind == "ar" else 1.0)
-            if kind == "ar":  # NCCL picks tree (log depth across nodes) when it is faster
-                steps_net = np.minimum(steps_ring, 2.0 * np.log2(np.maximum(nodes, 1.0)) + 2.0 * (k - 1.0))
-            else:
-                steps_net = steps_ring
-            lat = np.where(inter, steps_net * alpha, steps_ring * hw.NVLINK_LATENCY_S)
-        return np.where(n > 1.0, bw_t + lat, 0.0)
-
-    def moe_a2a(self, tokens: Arr, elem_bytes: float, n: Arr, stride: Arr) -> Arr:
-        """One MoE token all-to-all (dispatch or combine) of ``tokens`` per rank over ``n`` EP ranks.
-
-        Each token picks ``top_k`` of the experts, spread evenly over the ``n`` ranks (``k`` of them per
-        node, ``n/k`` nodes). The dispatcher sends a token once to each distinct destination: once per
-        remote node over the NIC (hierarchical dispatch: the receiving GPU forwards it over NVLink to the
-        GPUs of that node that host a chosen expert), once per other GPU over NVLink. With uniform routing
-        the expected numbers of copies per token are
-            remote nodes  (N-1)(1 - (1 - 1/N)^top_k),      N = n/k
-            NVLink        N(k-1)(1 - (1 - 1/n)^top_k)
-        and the NIC and NVLink phases run concurrently (the slower one sets the time). For top_k = 1
-        this is the plain all-to-all volume (n-1)/n; for fine-grained MoE (top_k 6-8) deduplication
-        sends 30-40% fewer bytes over the NIC than one copy per (token, expert) pair.
-        """
-        c = self.ctx
-        n = np.maximum(n, 1.0)
-        k = np.clip(c.gpn / stride, 1.0, n)
-        nodes = n / k
-        hit_node = 1.0 - (1.0 - 1.0 / nodes) ** c.top_k
-        hit_gpu = 1.0 - (1.0 - 1.0 / n) ** c.top_k
-        per_tok = c.hidden * elem_bytes
-        t_net = tokens * per_tok * (nodes - 1.0) * hit_node / (c.nic_bw_gpu / self._fabric_factor(nodes, n * stride))
-        t_nvl = tokens * per_tok * nodes * (k - 1.0) * hit_gpu / self._nvl("a2a")
-        inter = nodes > 1.0
-        lat = np.where(inter, self._net_alpha(nodes) * np.log2(np.maximum(nodes, 2.0)), hw.NVLINK_LATENCY_S)
-        lat = lat + (n - 1.0) * 0.1e-6
-        return np.where(n > 1.0, np.maximum(t_net, t_nvl) + lat, 0.0)
-
-    def p2p(self, nbytes: Arr, stride: Arr) -> Arr:
-        c = self.ctx
-        inter = stride >= c.gpn
-        nodes_apart = stride / c.gpn
-        factor = self._fabric_factor(np.where(inter, nodes_apart + 1.0, 1.0), stride + 1.0)
-        t_net = nbytes / (c.nic_bw_gpu / factor) + self._net_alpha(nodes_apart + 1.0)
-        t_nvl = nbytes / self.ctx.gpu.nvlink_uni_bw / self.ctx.gpu.nvlink_ring_eff + hw.NVLINK_LATENCY_S
-        return np.where(inter, t_net, t_nvl)
+def _profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
+    """Framework profile fields per layout (``auto``: Megatron-Core with TP or PP, else FSDP; frameworks.py)."""
+    fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
+              "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
+              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers"}
+    fixed = profile(ctx.framework)
+    if fixed is not None:
+        return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}
+    mega, fsdp = PROFILES["megatron-core"], PROFILES["fsdp"]
+    is_mega = (lay.tp > 1) | (lay.pp > 1)
+    out = {k: np.where(is_mega, float(getattr(mega, a)), float(getattr(fsdp, a))) for k, a in fields.items()}
+    # ZeRO-2 asked for without naming a framework keeps its gradients sharded in memory; with TP/PP the
+    # reduction runs once per step (Megatron-Core's distributed optimizer, Meta's Llama 3 stack: fp32
+    # accumulation, one reduce-scatter per step), optimistic by the fp32 gradient buffer such stacks hold
+    # (docs/performance-model.md, limitations); pure data parallelism reduces at every micro-batch (FSDP)
+    out["zero2_shards"] = np.ones_like(lay.tp)
+    return out
 
 
 # -------------------------------------------------------------------------------------------- evaluate
@@ -315,7 +317,11 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     h, s, f_d = ctx.hidden, ctx.seq, ctx.dense_ffn
     kvd = ctx.kv_heads * ctx.head_dim
     gpu = ctx.gpu
-    coll = Collectives(ctx)
+    net = ctx.net
+    prof = _profile_arrays(ctx, lay)
+
+    def coll(kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
+        return cl.collective(net, kind, nbytes, n, stride)
 
     m_tok = mb * s / cp  # tokens per micro-batch per GPU
     n_micro = ctx.global_batch / (dp * mb)
@@ -410,14 +416,14 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
     # 2 more when the forward is recomputed (full recompute)
     act_bytes = m_tok * h * BYTES_ACT
-    t_ar = coll.time("ar", act_bytes, tp, ones)
+    t_ar = coll("ar", act_bytes, tp, ones)
     n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)
-    t_tp_layer = n_tp * t_ar * (1.0 - hw.TP_OVERLAP)
+    t_tp_layer = n_tp * t_ar * (1.0 - prof["tp_overlap"])
 
     # ---- CP: all-gather K,V forward, all-gather + reduce-scatter of dK,dV backward (ring attention),
     # overlapped with the attention core it feeds
     kv_bytes = mb * s * 2.0 * kv_local * BYTES_ACT
-    t_cp_raw = 3.0 * coll.time("ag", kv_bytes, cp, tp)
+    t_cp_raw = 3.0 * coll("ag", kv_bytes, cp, tp)
     t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core + t_attn_core_bwd))
     t_cp_layer = np.where(cp > 1, np.maximum(t_cp_layer, 0.1 * t_cp_raw), 0.0)
 
@@ -429,8 +435,8 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_layer_compute = t_layer_fwd + t_layer_bwd + t_layer_rc
     if ctx.moe:
         tok_a2a = m_tok / sp_div
-        t_disp = coll.moe_a2a(tok_a2a, ctx.elem_bytes, ep, tp)
-        t_comb = coll.moe_a2a(tok_a2a, BYTES_ACT, ep, tp)
+        t_disp = cl.moe_a2a(net, tok_a2a, h * ctx.elem_bytes, ctx.top_k, ep, tp)
+        t_comb = cl.moe_a2a(net, tok_a2a, h * BYTES_ACT, ctx.top_k, ep, tp)
         n_pairs = 2.0 + np.where(rc >= 2, 1.0, 0.0)
         t_ep_raw = frac_moe * n_pairs * (t_disp + t_comb)
         # Overlap. In the steady state of a pipelined schedule (1F1B, interleaved, DualPipe) a stage
@@ -470,7 +476,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # ---- PP point-to-point: activation forward, gradient backward, per virtual stage
     # Megatron scatter/gather: each TP rank sends 1/tp of the activation, then all-gathers over NVLink
     p2p_bytes = m_tok * h * BYTES_ACT / tp
-    t_pp_mb = np.where(pp > 1, 2.0 * vpp * coll.p2p(p2p_bytes, tp * cp * dp), 0.0)
+    t_pp_mb = np.where(pp > 1, 2.0 * vpp * cl.p2p(net, p2p_bytes, tp * cp * dp), 0.0)
 
     # ---- parameters and DP / ZeRO
     attn_p, dense_p, expert_p = params_per_layer(ctx)
@@ -484,44 +490,72 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     expert_gpu = layers_stage * frac_moe * (ctx.experts / ep) * expert_p / tp
     edp = np.maximum(dpc / ep, 1.0)
     grad_bytes = np.where(zero >= 3, 2.0, 4.0)  # fp32 grad reduction (Megatron); bf16 in FSDP
-    t_grad = np.where(zero >= 1, coll.time("rs", params_gpu * grad_bytes, dpc, tp),
-                      coll.time("ar", params_gpu * grad_bytes, dpc, tp))
-    t_pgather = np.where(zero >= 1, coll.time("ag", params_gpu * 2.0, dpc, tp), 0.0)
-    bucket = np.minimum(1.0, hw.DP_BUCKET_PARAMS / np.maximum(params_gpu, 1.0))
+    per_mb_rs = (zero >= 2) & (prof["zero2_per_mb"] > 0.5) & (zero < 3) & (dpc > 1)
+    t_grad = np.where(zero >= 1, coll("rs", params_gpu * grad_bytes, dpc, tp),
+                      coll("ar", params_gpu * grad_bytes, dpc, tp))
+    t_pgather = np.where(zero >= 1, coll("ag", params_gpu * 2.0, dpc, tp), 0.0)
+    bucket = np.minimum(1.0, prof["bucket"] / np.maximum(params_gpu, 1.0))
     t_fwd_mb = stage_share * ctx.layers * (t_layer_fwd + 0.5 * comm_layer)
     t_bwd_mb = stage_share * ctx.layers * (t_layer_bwd + t_layer_rc + 0.5 * comm_layer)
-    exposed_grad = np.maximum(t_grad - t_bwd_mb, bucket * t_grad)
-    exposed_pg = np.maximum(t_pgather - t_fwd_mb, bucket * t_pgather)
-    # ZeRO-3 / FSDP: parameters gathered for forward and backward and gradients reduce-scattered on every
-    # micro-batch, overlapped layer by layer with that micro-batch's compute
-    z3_mb = 2.0 * coll.time("ag", params_gpu * 2.0, dpc, tp) + coll.time("rs", params_gpu * 2.0, dpc, tp)
-    z3_exposed_mb = np.where(zero >= 3, np.maximum(0.0, z3_mb - t_compute_mb) + bucket * z3_mb / 3.0, 0.0)
+    # step-end DP traffic (ZeRO 0-2 reducing once per step): overlapped with the last backward / first
+    # forward when the framework does so, the last bucket always exposed
+    grad_step = np.where(per_mb_rs, 0.0, t_grad)
+    exposed_grad = np.where(prof["grad_overlap"] > 0.5, np.maximum(grad_step - t_bwd_mb, bucket * grad_step), grad_step)
+    exposed_pg = np.where(prof["param_overlap"] > 0.5, np.maximum(t_pgather - t_fwd_mb, bucket * t_pgather), t_pgather)
     dp_exposed = np.where(dpc > 1, np.where(zero >= 3, 0.0, exposed_grad + exposed_pg), 0.0)
+
+    # ---- per-micro-batch data-parallel traffic and the shared-resource timeline
+    # ZeRO-2 as DeepSpeed/FSDP run it: gradients reduce-scattered at every micro-batch's backward.
+    # ZeRO-3 / FSDP: each layer's parameters all-gathered for forward and for backward and its gradients
+    # reduce-scattered, per micro-batch; message = one layer's parameters per rank, so at thousands of ranks
+    # the per-collective latency (ring (n-1) steps, PAT log2 n) matters as much as the bandwidth.
+    z2_mb = np.where(per_mb_rs, t_grad, 0.0)
+    layer_bytes = layer_p_gpu * 2.0
+    z3_layer = 2.0 * coll("ag", layer_bytes, dpc, tp) + coll("rs", layer_bytes, dpc, tp)
+    z3_mb = np.where((zero >= 3) & (dpc > 1), layers_stage * z3_layer + 3.0 * coll("ag", emb_p_gpu * 2.0, dpc, tp),
+                     0.0)
+    on_nic_dp = cl.on_nic(net, dpc, tp)
+    on_nic_cp = cl.on_nic(net, cp, tp)
+    on_nic_ep = cl.on_nic(net, ep, tp)
+    tl = comm_timeline(
+        compute=t_compute_mb,
+        items={
+            "cp": (stage_share * ctx.layers * np.where(cp > 1, t_cp_raw, 0.0), t_cp_mb, on_nic_cp),
+            "ep": (stage_share * ctx.layers * (t_ep_layer + t_ep_hidden), t_ep_mb, on_nic_ep),
+            "z2": (z2_mb, np.where(prof["grad_overlap"] > 0.5, np.maximum(z2_mb - stage_share * ctx.layers
+                   * (t_layer_bwd + t_layer_rc), bucket * z2_mb), z2_mb), on_nic_dp),
+            "z3": (z3_mb, np.maximum(0.0, z3_mb - t_compute_mb) + z3_layer * np.where(zero >= 3, 1.0, 0.0)
+                   / np.maximum(prof["z3_prefetch"], 1.0), on_nic_dp),
+        },
+    )
+    t_cp_mb = tl["cp"]
+    t_ep_mb = tl["ep"]
+    dp_mb_exposed = tl["z2"] + tl["z3"]
 
     # ---- optimizer (memory bound), sharded by ZeRO >= 1
     opt_params = ((params_gpu - expert_gpu) / np.where(zero >= 1, dpc, 1.0)
                   + expert_gpu / np.where(zero >= 1, edp, 1.0))
     t_opt = _mem_time(ctx, opt_params * hw.OPTIMIZER_BYTES_PER_PARAM)
 
-    # ---- pipeline schedule: 1F1B / interleaved 1F1B, bubble (pp-1)/vpp micro-batch slots
     # ---- interference: collectives hidden behind compute still take SMs and HBM bandwidth from it
-    tp_hidden_mb = stage_share * ctx.layers * n_tp * t_ar * hw.TP_OVERLAP
-    cp_hidden_mb = stage_share * ctx.layers * np.where(cp > 1, t_cp_raw - t_cp_layer, 0.0)
-    ep_hidden_mb = stage_share * ctx.layers * t_ep_hidden
-    z3_hidden_mb = np.where(zero >= 3, np.minimum(z3_mb, t_compute_mb), 0.0)
-    dp_hidden = np.where((dpc > 1) & (zero < 3), (t_grad - exposed_grad) + (t_pgather - exposed_pg), 0.0)
-    interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + cp_hidden_mb + ep_hidden_mb + z3_hidden_mb)
+    tp_hidden_mb = stage_share * ctx.layers * n_tp * t_ar * prof["tp_overlap"]
+    interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + tl["hidden"])
+    dp_hidden = np.where((dpc > 1) & (zero < 3), (grad_step - exposed_grad) + (t_pgather - exposed_pg), 0.0)
     interf_dp = hw.OVERLAP_INTERFERENCE * np.maximum(dp_hidden, 0.0)
 
-    t_mb = t_compute_mb + interf_mb + t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + z3_exposed_mb
+    # ---- pipeline schedule: 1F1B / interleaved 1F1B, bubble (pp-1)/vpp micro-batch slots
+    t_mb = t_compute_mb + interf_mb + t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + dp_mb_exposed
     bubble = (pp - 1.0) / vpp * t_mb
-    step = n_micro * t_mb + bubble + dp_exposed + interf_dp + t_opt
+    # stragglers: every synchronous step waits for the slowest of its ranks (order statistics)
+    t_strag = straggler_time(n_micro * t_compute_mb, ctx.gpus)
+    step = n_micro * t_mb + bubble + dp_exposed + interf_dp + t_opt + t_strag
 
     # ---- memory per GPU (bottleneck = first stage, which holds the most in-flight micro-batches)
     w_bytes = 2.0  # bf16 weights (fp8 casts are transient per layer); fp32 main grads; fp32 Adam states
 
     def _states(n_par: Arr, group: Arr) -> Arr:
-        return n_par * (w_bytes / np.where(zero >= 3, group, 1.0) + 4.0 / np.where(zero >= 2, group, 1.0)
+        grads_sharded = (zero >= 3) | ((zero >= 2) & (prof["zero2_shards"] > 0.5))
+        return n_par * (w_bytes / np.where(zero >= 3, group, 1.0) + 4.0 / np.where(grads_sharded, group, 1.0)
                         + 12.0 / np.where(zero >= 1, group, 1.0))
 
     states = _states(params_gpu - expert_gpu, dpc) + _states(expert_gpu, edp)
@@ -558,20 +592,25 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
     per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div,
                               act_layer_tok + np.where(rc >= 1, -sel_saved_tok, scores_tok))
-    act_stage_mb = m_tok * layers_stage * per_layer_full
+    # the first stage holds the most in-flight micro-batches; when the layers do not split evenly, it takes
+    # the short share (Llama 3 paper Sec. 3.3.2: one layer fewer on the first and last stages; Megatron-Core
+    # --decoder-first-pipeline-num-layers), so it holds floor(L/pp) layers
+    first_layers = np.where(np.mod(ctx.layers, pp) > 0, np.floor(ctx.layers / pp), layers_stage)
+    first_layers = np.minimum(first_layers, layers_stage)
+    act_stage_mb = m_tok * first_layers * per_layer_full
     working = np.where(rc >= 2, m_tok * (act_layer_tok + scores_tok), 0.0)
     in_flight = np.minimum(pp, n_micro) * np.where(vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
     logits_mem = m_tok * ctx.vocab / tp * 4.0 * 2.0
     act_mem = act_stage_mb * in_flight + working + np.where(pp > 1, 0.0, logits_mem)
     mem = states + zero3_buffers + act_mem
-    usable = gpu.hbm_bytes * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
+    usable = usable_memory_bytes(gpu)
     # last stage also holds the logits
     last_stage = np.where(pp > 1, states + zero3_buffers + m_tok * layers_stage * per_layer_full + logits_mem, 0.0)
     mem = np.maximum(mem, last_stage)
 
     model_flops, hw_flops = step_flops(ctx, rc)
     tokens_step = ctx.global_batch * ctx.seq
-    net = n_micro * (t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + z3_exposed_mb) + dp_exposed + interf_dp
+    net_t = n_micro * (t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + dp_mb_exposed) + dp_exposed + interf_dp
     return {
         "step_time_s": step,
         "tokens_per_s": tokens_step / step,
@@ -579,23 +618,32 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         "hardware_flops": hw_flops,
         "memory_bytes": mem,
         "fits": (mem <= usable).astype(np.float64),
-        "network_wait_fraction": net / step,
+        "network_wait_fraction": net_t / step,
         "compute": n_micro * (t_compute_mb + interf_mb),
         "tp_comm": n_micro * t_tp_mb,
         "cp_comm": n_micro * t_cp_mb,
         "ep_comm": n_micro * t_ep_mb,
         "pp_comm": n_micro * t_pp_mb,
         "pp_bubble": bubble,
-        "dp_comm_exposed": dp_exposed + interf_dp + n_micro * z3_exposed_mb,
+        "dp_comm_exposed": dp_exposed + interf_dp + n_micro * dp_mb_exposed,
         "optimizer": t_opt,
+        "stragglers": t_strag,
     }
 
 
-BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer")
+BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer",
+                  "stragglers")
+
+
+# Datasheet HBM sizes are binary: an "80 GB" H100 has 81,559 MiB (85.5e9 bytes, nvidia-smi), a "40 GB"
+# A100 40,960 MiB, a "141 GB" H200 143,771 MiB. The catalog keeps the marketing figure; the bytes a job can
+# use are that figure in GiB less what the driver reserves (81,559 of 81,920 MiB on H100: 0.9956).
+HBM_BYTES_PER_CATALOG_GB = 2.0**30 / 1e9 * 0.9956
 
 
 def usable_memory_bytes(gpu: GpuSpec) -> float:
-    return gpu.hbm_bytes * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
+    hbm = gpu.hbm_bytes * HBM_BYTES_PER_CATALOG_GB
+    return hbm * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
 
 
 def divisors(n: int) -> list[int]:

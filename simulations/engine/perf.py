@@ -37,9 +37,19 @@ MAX_MICRO_BATCH = 128
 MAX_VPP = 16
 
 
+# throughput figures that are null (None) in ``Result.to_dict()`` when the layout does not fit in memory
+NULL_WHEN_UNFIT = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                   "hardware_tflops_per_gpu", "mfu", "hfu", "time_to_train_days", "gpu_hours",
+                   "network_wait_fraction")
+
+
 @dataclass
 class Result:
-    """Prediction for one layout. Times in seconds, rates per second, memory in GB (1e9 bytes)."""
+    """Prediction for one layout. Times in seconds, rates per second, memory in GB (1e9 bytes).
+
+    When ``fits`` is false the float attributes hold what the layout would reach with unlimited memory
+    (for diagnostics and ranking only); ``to_dict()`` reports them as null (``NULL_WHEN_UNFIT``).
+    """
 
     step_time_s: float
     tokens_per_s: float
@@ -62,6 +72,14 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        d = self._raw_dict()
+        if not self.fits:
+            # a layout that does not fit has no throughput: the figures are null, never shown as a result
+            for key in NULL_WHEN_UNFIT:
+                d[key] = None
+        return d
+
+    def _raw_dict(self) -> dict[str, Any]:
         return {
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
@@ -230,6 +248,7 @@ _LABELS = {
     "compute": "compute", "tp_comm": "tensor-parallel communication", "cp_comm": "context-parallel communication",
     "ep_comm": "expert all-to-all", "pp_comm": "pipeline send/recv", "pp_bubble": "pipeline bubble",
     "dp_comm_exposed": "exposed data-parallel communication", "optimizer": "optimizer step",
+    "stragglers": "waiting for the slowest rank",
 }
 
 

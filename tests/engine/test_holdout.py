@@ -136,14 +136,31 @@ def _moe_scenario(**over):
     return sc
 
 
+class _Coll:
+    """The collective model bound to one scenario's fabric (collectives.py)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.net = ctx, ctx.net
+
+    def moe_a2a(self, tok, elem_bytes, n, stride):
+        from simulations.engine import collectives as cl
+
+        return cl.moe_a2a(self.net, tok, self.ctx.hidden * elem_bytes, self.ctx.top_k, n, stride)
+
+    def time(self, kind, nbytes, n, stride):
+        from simulations.engine import collectives as cl
+
+        return cl.collective(self.net, kind, nbytes, n, stride)
+
+
 def _ctx_coll(sc):
     from simulations.engine.hardware import gpu_spec
-    from simulations.engine.model import Collectives, make_context
+    from simulations.engine.model import make_context
     from simulations.engine.scenario import parse_scenario
 
     s = parse_scenario(sc)
     ctx = make_context(s, gpu_spec(s.cluster.gpu))
-    return ctx, Collectives(ctx)
+    return ctx, _Coll(ctx)
 
 
 def test_moe_dispatch_is_deduplicated_per_node_and_fp8_halves_it() -> None:

@@ -17,7 +17,8 @@ OUTPUT_FIELDS = (
     "mfu", "hfu", "memory_gb_per_gpu", "fits", "time_to_train_days", "gpu_hours", "network_wait_fraction",
     "breakdown_s", "parallelism",
 )
-BREAKDOWN = {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer"}
+BREAKDOWN = {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer",
+             "stragglers"}
 
 
 def test_result_contract_and_identities() -> None:
@@ -92,7 +93,7 @@ def test_pipeline_bubble_follows_schedule() -> None:
     a, b = run(1, 64), run(2, 64)
     m = 64 // 2  # dp = 2, micro_batch 1
     t_mb_a = (a.step_time_s - a.breakdown_s["pp_bubble"] - a.breakdown_s["dp_comm_exposed"]
-              - a.breakdown_s["optimizer"]) / m
+              - a.breakdown_s["optimizer"] - a.breakdown_s["stragglers"]) / m
     assert a.breakdown_s["pp_bubble"] == pytest.approx(3 * t_mb_a, rel=1e-6)  # (pp-1) micro-batch slots
     assert b.breakdown_s["pp_bubble"] < 0.6 * a.breakdown_s["pp_bubble"]  # /vpp (plus extra p2p)
     big = run(1, 256)
@@ -102,7 +103,8 @@ def test_pipeline_bubble_follows_schedule() -> None:
 def test_tensor_parallel_across_nodes_is_slow() -> None:
     inside = predict(scenario(parallelism={"tp": 8, "pp": 1, "cp": 1}, training={"global_batch": 64}))
     across = predict(scenario(parallelism={"tp": 16, "pp": 1, "cp": 1}, training={"global_batch": 64}))
-    assert across.breakdown_s["tp_comm"] > 3 * inside.breakdown_s["tp_comm"]
+    # hierarchical ring: NVLink inside, the node's 8 NICs between the two nodes, plus network hop latency
+    assert across.breakdown_s["tp_comm"] > 2.5 * inside.breakdown_s["tp_comm"]
 
 
 def test_fp8_faster_but_lower_fraction_of_its_peak() -> None:

@@ -78,7 +78,10 @@ def test_auto_picks_selective_not_full_at_the_memory_cliff() -> None:
         fixed["parallelism"][k] = p[k]
     fixed["training"].update(micro_batch=p["micro_batch"], zero=p["zero"])
     r = _three(fixed)
-    assert not r["none"].fits and r["selective"].fits
-    assert p["recompute"] == "selective"
-    assert auto.step_time_s == pytest.approx(r["selective"].step_time_s, rel=1e-12)
+    # usable HBM counts the binary bytes of an "80 GB" H100 (81,559 MiB), so `none` now fits too; auto
+    # takes the fastest layout that fits and never falls to full recomputation
+    assert r["selective"].fits
+    best = min((x for x in r.values() if x.fits), key=lambda x: x.step_time_s)
+    assert p["recompute"] == best.parallelism["recompute"]
+    assert auto.step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
     assert auto.step_time_s < 0.85 * r["full"].step_time_s

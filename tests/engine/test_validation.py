@@ -18,7 +18,7 @@ def rows():
 
 
 def test_runs_file_is_the_in_repo_copy_with_sources() -> None:
-    assert DEFAULT_RUNS == ROOT / "tests" / "data" / "published_runs.json"
+    assert DEFAULT_RUNS == ROOT / "simulations" / "engine" / "data" / "validation" / "published_runs.json"
     runs = load_runs()
     assert len(runs) >= 13
     assert all(r["source"] for r in runs)

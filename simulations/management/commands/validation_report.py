@@ -1,4 +1,4 @@
-"""``manage.py validation_report``: regenerate docs/validation.md from tests/data/published_runs.json."""
+"""``manage.py validation_report``: regenerate docs/validation.md from simulations/engine/data/validation/."""
 
 from __future__ import annotations
 

@@ -1,0 +1,71 @@
+"""Framework profiles: what each training stack overlaps and how it shards, from its documented defaults.
+
+``training.framework`` picks one profile for the whole run (global per framework, never per validation
+row). ``auto`` resolves per layout: layouts with tensor or pipeline parallelism run on Megatron-Core, pure
+data-parallel layouts on PyTorch FSDP (NO_SHARD = DDP, SHARD_GRAD_OP = ZeRO-2, FULL_SHARD = ZeRO-3), the
+stacks that implement those layouts in practice.
+
+Sources (documented defaults):
+
+* Megatron-Core (``DistributedDataParallelConfig``; Megatron-LM README "Distributed optimizer" and the
+  GPT-3 175B example script, which turn on ``--overlap-grad-reduce --overlap-param-gather``): the
+  distributed optimizer shards optimizer states over DP (ZeRO-1); gradients are kept in a full fp32 buffer
+  and reduce-scattered ONCE per step, bucketed (``bucket_size = max(40M, 1M x dp)`` parameters) and
+  overlapped with the last micro-batch's backward; parameters all-gathered overlapped with the first
+  forward. ``zero: 2`` therefore costs what ZeRO-1 costs in time and memory. Interleaved schedules
+  overlap their send/recv (``overlap_p2p_comm``, default on with virtual stages). TP collectives: a 0.3
+  share hidden (Transformer Engine's bulk overlap of the sequence-parallel all-gather with the
+  dgrad GEMM; calibrated once on the public set, docs/performance-model.md).
+* NeMo (NeMo 2.0 LLM recipes, ``MegatronCommOverlapCallback``: ``tp_comm_overlap=True`` with userbuffers on
+  Hopper, grad/param overlap on): Megatron-Core plus userbuffer TP overlap, about 0.6 of TP time hidden
+  (NVIDIA's TP-overlap benchmarks hide 50-70% on H100).
+* DeepSpeed (docs "ZeRO optimizations": ``overlap_comm`` default false for stages 1-2, true for stage 3;
+  ``reduce_bucket_size`` 5e8 elements; ``stage3_prefetch_bucket_size`` 5e7; ``stage3_max_live_parameters``
+  1e9): ZeRO-2 reduce-scatters gradients at EVERY micro-batch (only the owned partition is accumulated)
+  and shards them in memory; without overlap_comm that reduction is exposed. ZeRO-3 gathers per layer with
+  prefetch.
+* PyTorch FSDP (``FullyShardedDataParallel``: ``backward_prefetch=BACKWARD_PRE``, ``forward_prefetch=False``,
+  ``limit_all_gathers=True``; the CPU thread runs ahead issuing the next all-gather): per layer, all-gather
+  in forward and backward and reduce-scatter in backward at every micro-batch, one layer prefetched.
+  FSDP2 (``fully_shard``): implicit one-layer prefetch in both directions, same traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FRAMEWORKS = ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    tp_overlap: float  # share of TP collective time hidden behind GEMMs
+    grad_overlap: bool  # DP gradient reduction overlapped with backward
+    param_overlap: bool  # DP parameter all-gather overlapped with forward
+    bucket_params: float  # parameters per DP bucket (the last one is always exposed)
+    zero2_per_microbatch: bool  # ZeRO-2 reduces gradients at every micro-batch (DeepSpeed) vs once per step
+    zero2_shards_grads: bool  # ZeRO-2 keeps only the owned gradient partition in memory
+    zero3_prefetch_layers: float  # layers of parameters gathered ahead (0 = gather on demand)
+    pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
+
+
+PROFILES: dict[str, Profile] = {
+    "megatron-core": Profile("megatron-core", 0.3, True, True, 40e6, False, False, 1.0, True),
+    "nemo": Profile("nemo", 0.6, True, True, 40e6, False, False, 1.0, True),
+    "deepspeed": Profile("deepspeed", 0.0, False, False, 5e8, True, True, 1.0, False),
+    "fsdp": Profile("fsdp", 0.0, True, True, 25e6, True, True, 1.0, False),
+    "fsdp2": Profile("fsdp2", 0.0, True, True, 25e6, True, True, 1.0, False),
+}
+
+
+def profile(name: str | None) -> Profile | None:
+    """The named profile, or None for ``auto`` (resolved per layout by :func:`auto_choice`)."""
+    if name is None or name == "auto":
+        return None
+    return PROFILES[name]
+
+
+def auto_choice(tp: float, pp: float, zero: float) -> str:
+    """The stack an ``auto`` layout runs on (scalar form; model.py uses the vectorised equivalent)."""
+    return "megatron-core" if tp > 1 or pp > 1 else "fsdp"
