@@ -117,6 +117,8 @@ class _Layout:
             if lowered[a:a + 1] != ["algbw"] or lowered[b:b + 1] != ["busbw"]:
                 raise KeyError("algbw/busbw")
         self.cputime = lowered[timings[0]] == "cputime"
+        # "#wrong" counts wrong elements; releases before 2.10 printed "error", the max relative error
+        self.wrong_is_count = lowered[self.blocks[0][2] + 1] == "#wrong"
         self.trailing_timestamp = lowered[-1] == "timestamp"
         self.width = len(names) - (1 if self.trailing_timestamp else 0)
 
@@ -189,10 +191,10 @@ def parse_nccl_tests(text: str, collective: str | None = None, *, allow_truncate
                 nccl_version = m.group(1)
             m = _PROGRAM.search(line)
             if m:
-                if program is not None and m.group(1) != program and rows:
+                if data_lines and "starting" in line:
                     raise ValueError(f"line {lineno}: a second test ({m.group(1)}_perf) starts after "
-                                     f"{program}_perf results; give one run per file")
-                program = m.group(1)
+                                     f"{program or 'earlier'} results; give one run per file")
+                program = program or m.group(1)
             m = _CONFIG.match(line.strip())
             if m:
                 config = {"threads": int(m.group(1)), "gpus_per_thread": int(m.group(2)),
@@ -265,7 +267,9 @@ def parse_nccl_tests(text: str, collective: str | None = None, *, allow_truncate
             algbw = _num(fields[ai], lineno, "algbw")
             busbw = _num(fields[bb], lineno, "busbw")
             wrong_tok = fields[bb + 1]
-            wrong: float | None = None if wrong_tok.upper() == "N/A" else _num(wrong_tok, lineno, "#wrong")
+            wrong: float | None = None
+            if layout.wrong_is_count and wrong_tok.upper() != "N/A":
+                wrong = _num(wrong_tok, lineno, "#wrong")
             if size == 0:
                 continue
             if t <= 0.0:

@@ -77,15 +77,24 @@ def _detect(lines: list[str]) -> str:
                      "or CSV step,step_time_s[,tokens]); pass fmt= if the lines are there")
 
 
+def _last_line(lines: list[str]) -> int:
+    return max((i for i, ln in enumerate(lines, 1) if ln.strip()), default=0)
+
+
 def _megatron(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     info: dict[str, Any] = {}
+    last = _last_line(lines)
     for lineno, raw in enumerate(lines, 1):
         line = _ANSI.sub("", raw)
         mt = _MEGATRON_MS.search(line)
-        if not mt:
-            continue
         mi = _MEGATRON_IT.search(line)
+        if not mt:
+            if mi and lineno == last:
+                info["truncated_line"] = lineno
+            elif mi:
+                raise ValueError(f"line {lineno}: iteration line without 'elapsed time per iteration (ms)'")
+            continue
         if not mi:
             raise ValueError(f"line {lineno}: iteration line without 'iteration N/M |'")
         ms = _float(mt.group(1), lineno, "elapsed time per iteration (ms)")
@@ -176,8 +185,13 @@ def _csv(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             raise ValueError(f"line {first_no}: CSV header must be step,step_time_s[,tokens], got {','.join(head)}")
         cols = names
         body = body[1:]
+    info: dict[str, Any] = {}
+    last = _last_line(lines)
     for lineno, ln in body:
         row_vals = next(csv.reader(io.StringIO(ln)))
+        if lineno == last and (len(row_vals) < 2 or not row_vals[1].strip()):
+            info["truncated_line"] = lineno
+            break
         if len(row_vals) < 2 or len(row_vals) > len(cols):
             raise ValueError(f"line {lineno}: expected {len(cols)} columns ({','.join(cols)}), got {len(row_vals)}")
         try:
@@ -192,7 +206,7 @@ def _csv(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 raise ValueError(f"line {lineno}: tokens must be > 0, got {row_vals[2].strip()}")
             row["tokens"] = tok
         steps.append(row)
-    return steps, {}
+    return steps, info
 
 
 def _warmup_count(times: list[float], warmup: int | str) -> int:
@@ -267,6 +281,8 @@ def parse_step_log(text: str, fmt: str | None = None, *, warmup_steps: int | str
     std = math.sqrt(sum((x - mean) ** 2 for x in kept) / (len(kept) - 1)) if len(kept) > 1 else 0.0
     sem_rel = 1.2533 * std / median / math.sqrt(len(kept)) if len(kept) > 1 else float("nan")
     notes: list[str] = []
+    if info.get("truncated_line"):
+        notes.append(f"line {info['truncated_line']}: incomplete last line dropped (file truncated)")
     excluded = [r["step"] for r in steps[:k]]
     if excluded:
         how = "as asked" if isinstance(warmup_steps, int) else \

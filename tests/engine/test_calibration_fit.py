@@ -1,0 +1,240 @@
+"""fit_profile of issue #16: round trips with known efficiencies, the residual factor, applying a profile."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulations.engine.calibration import (
+    Profile,
+    ProfileMismatch,
+    fit_profile,
+    parse_nccl_tests,
+    parse_step_log,
+    predict_calibrated,
+)
+from simulations.engine.calibration.runs import RunModel
+from simulations.engine.calibration.synth import csv_log, step_times, synth_nccl_tests
+from simulations.engine.perf import predict
+from tests.engine._scenarios import GPT_22B, LLAMA_7B, dp_heavy
+
+FLEET = {"gpu": "H100-SXM", "gpus": 128, "gpus_per_node": 8, "nics_per_node": 8, "nic_gbps": 400,
+         "fabric": "infiniband", "topology": "rail-optimized"}
+LLAMA_70B = {"name": "Llama-2-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
+             "gated_ffn": True, "vocab": 32000, "seq_len": 4096}
+DATA = Path(__file__).resolve().parents[1] / "data" / "calibration"
+
+
+def _doc(model: dict[str, Any], gpus: int, gb: int, mb: int, prec: str, tp: int, pp: int, rc: str = "selective",
+         vpp: int = 1, fleet: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"model": copy.deepcopy(model),
+            "training": {"global_batch": gb, "micro_batch": mb, "precision": prec, "recompute": rc, "tokens": 1e12,
+                         "zero": 1},
+            "parallelism": {"tp": tp, "pp": pp, "cp": 1, "ep": 1, "vpp": vpp, "sequence_parallel": tp > 1},
+            "cluster": {**(fleet or FLEET), "gpus": gpus}}
+
+
+RUNS = {
+    "llama7b-64-bf16": _doc(LLAMA_7B, 64, 256, 1, "bf16", 1, 1, "none"),
+    "llama70b-128-bf16": _doc(LLAMA_70B, 128, 128, 1, "bf16", 8, 4, vpp=5),
+    "gpt22b-64-bf16": _doc(GPT_22B, 64, 128, 1, "bf16", 8, 2),
+    "llama70b-128-fp8": _doc(LLAMA_70B, 128, 128, 1, "fp8", 8, 4, vpp=5),
+    "llama7b-32-fp8": _doc(LLAMA_7B, 32, 128, 2, "fp8", 1, 1, "none"),
+}
+# (collective, ranks, eta, alpha_us across nodes, latency multiplier inside the node)
+TRUE_NCCL = [("all_reduce", 16, 0.80, 6.0, 1.0), ("all_reduce", 64, 0.80, 6.0, 1.0), ("all_gather", 32, 0.75, 6.0, 1.0),
+             ("reduce_scatter", 32, 0.78, 6.0, 1.0), ("all_reduce", 8, 0.90, None, 1.5)]
+TRUE_GEMM = {"bf16": 0.45, "fp8": 0.40}
+
+
+def _nccl(seed: int = 0) -> list[dict[str, Any]]:
+    out = []
+    for i, (coll, n, eta, alpha, lam) in enumerate(TRUE_NCCL):
+        d = parse_nccl_tests(synth_nccl_tests(FLEET, coll, n, eta=eta, alpha_us=alpha, lam=lam, noise=0.02,
+                                              seed=seed * 10 + i))
+        d["label"] = f"{coll}-{n}"
+        out.append(d)
+    return out
+
+
+def _truth(gemm: dict[str, float] | None = None) -> Profile:
+    colls: list[dict[str, Any]] = []
+    for coll, n, eta, alpha, lam in TRUE_NCCL:
+        kind = {"all_reduce": "ar", "all_gather": "ag", "reduce_scatter": "rs"}[coll]
+        e: dict[str, Any] = {"collective": coll, "kind": kind, "scope": "inter" if n > 8 else "intra", "eta": eta,
+                             "eta_sigma": 0.01}
+        e.update({"alpha_us": alpha, "alpha_us_sigma": 0.1} if n > 8 else {"latency_scale": lam,
+                                                                           "latency_scale_sigma": 0.01})
+        if not any(c["kind"] == kind and c["scope"] == e["scope"] for c in colls):
+            colls.append(e)
+    return Profile(fleet=FLEET, collectives=colls, gemm={k: {"eff": v, "sigma": 0.0}
+                                                         for k, v in (gemm or TRUE_GEMM).items()})
+
+
+def _runs(truth: Profile, seed: int = 0, factor: float = 1.0) -> list[dict[str, Any]]:
+    out = []
+    for i, (rid, doc) in enumerate(RUNS.items()):
+        t = RunModel(rid, doc, None, None).step_time(None, truth) * factor
+        log = parse_step_log(csv_log(step_times(t, 60, noise=0.015, seed=seed * 100 + i)))
+        out.append({"id": rid, "scenario": doc, "step_log": log})
+    return out
+
+
+@pytest.fixture(scope="module")
+def fitted() -> Profile:
+    return fit_profile(FLEET, _nccl(), _runs(_truth()), name="test fleet")
+
+
+def _entry(p: Profile, coll: str, scope: str) -> dict[str, Any]:
+    return next(c for c in p.collectives if c["collective"] == coll and c["scope"] == scope)
+
+
+def test_round_trip_recovers_collective_parameters_within_their_uncertainty(fitted: Profile) -> None:
+    for coll, n, eta, alpha, lam in TRUE_NCCL:
+        e = _entry(fitted, coll, "inter" if n > 8 else "intra")
+        assert 0 < e["eta_sigma"] < 0.03 * eta  # a meaningful uncertainty, not a blanket one
+        assert abs(e["eta"] - eta) <= 3.0 * e["eta_sigma"], (coll, n, e["eta"], e["eta_sigma"])
+        if alpha is not None:
+            assert abs(e["alpha_us"] - alpha) <= 3.0 * e["alpha_us_sigma"], (coll, e["alpha_us"], e["alpha_us_sigma"])
+        else:
+            assert abs(e["latency_scale"] - lam) <= 3.0 * e["latency_scale_sigma"]
+        assert e["rms_rel_error"] < 0.03 < e["rms_rel_error_before"]
+
+
+def test_round_trip_recovers_gemm_efficiency_per_precision(fitted: Profile) -> None:
+    for prec, true in TRUE_GEMM.items():
+        g = fitted.gemm[prec]
+        assert 0 < g["sigma"] < 0.03
+        assert abs(g["eff"] - true) <= 3.0 * g["sigma"], (prec, g)
+        assert g["default"] != pytest.approx(true, abs=0.03)  # the fit moved it, the test can fail
+    assert sorted(fitted.gemm["fp8"]["runs"]) == ["llama70b-128-fp8", "llama7b-32-fp8"]
+
+
+def test_no_residual_factor_when_efficiencies_explain_the_logs(fitted: Profile) -> None:
+    assert fitted.residual is None and fitted.residual_factor == 1.0
+    assert any(n.startswith("no residual factor") for n in fitted.notes)
+
+
+def test_calibration_moves_imported_runs_within_5_percent(fitted: Profile) -> None:
+    assert all(abs(r["error_before"]) > 0.05 for r in fitted.runs)
+    for r in fitted.runs:
+        assert abs(r["error_after"]) < 0.05, r
+        calibrated = predict_calibrated(RUNS[r["id"]], fitted)
+        assert calibrated.step_time_s == pytest.approx(r["predicted_after_s"], rel=1e-9)
+        assert calibrated.notes[-1] == "calibrated with test fleet"
+
+
+def test_other_fleets_are_unchanged(fitted: Profile) -> None:
+    other = dp_heavy(gpu="H200", fabric="roce", nic_gbps=400)
+    before = predict(other).step_time_s
+    _ = fit_profile(FLEET, _nccl(seed=3), _runs(_truth(), seed=3))
+    assert predict(other).step_time_s == before  # fitting changes no global state
+    with pytest.raises(ProfileMismatch, match="gpu H100-SXM vs H200"):
+        predict_calibrated(other, fitted)
+
+
+def test_borrowing_applies_only_what_transfers(fitted: Profile) -> None:
+    same_net = _doc(LLAMA_7B, 64, 256, 1, "bf16", 1, 1, "none", fleet={**FLEET, "gpu": "H200"})
+    r = predict_calibrated(same_net, fitted, borrow=True)
+    assert "applied: network" in r.notes[0] and "GEMM" not in r.notes[0]
+    plain = predict(same_net).step_time_s
+    assert r.step_time_s > plain  # the slower fabric moved it
+    gemm_only = predict_calibrated(same_net, fitted, borrow=True)
+    assert gemm_only.breakdown_s["compute"] == pytest.approx(predict(same_net).breakdown_s["compute"], rel=0.02)
+
+
+def test_profile_transfers_to_other_group_sizes_through_the_model() -> None:
+    """A profile fitted on 16-64 rank nccl-tests runs slows a 1,024-GPU data-parallel job's exposed comm."""
+    prof = fit_profile(FLEET, _nccl())
+    big = dp_heavy(topology="rail-optimized", nic_gbps=400, fabric="infiniband")
+    base, cal = predict(big), predict_calibrated(big, prof)
+    assert cal.breakdown_s["dp_comm_exposed"] > base.breakdown_s["dp_comm_exposed"]
+    assert cal.breakdown_s["compute"] == pytest.approx(base.breakdown_s["compute"], rel=0.02)  # no GEMM data
+
+
+def test_residual_factor_is_fitted_and_reported_when_gemm_cannot_explain() -> None:
+    truth = _truth({"bf16": 0.60, "fp8": 0.55})
+    runs = _runs(truth, seed=5, factor=0.65)  # faster than any GEMM efficiency <= 0.90 can make the model
+    prof = fit_profile(FLEET, _nccl(seed=5), runs)
+    assert prof.residual is not None
+    assert "physical bound" in prof.residual["reason"]
+    assert prof.residual["factor"] < 1.0 and prof.residual["sigma"] > 0
+    assert any(g["at_bound"] for g in prof.gemm.values())
+    assert any(n.startswith("residual factor") for n in prof.notes)
+    for r in prof.runs:
+        assert abs(r["error_after"]) < 0.05, r
+    res = predict_calibrated(RUNS["llama7b-64-bf16"], prof)
+    assert any("residual factor" in n for n in res.notes)
+
+
+def test_profile_serialises_to_json_and_back() -> None:
+    prof = fit_profile(FLEET, _nccl()[:2], name="net only")
+    doc = json.loads(json.dumps(prof.to_dict()))
+    back = Profile.from_dict(doc)
+    run = RUNS["gpt22b-64-bf16"]
+    assert predict_calibrated(run, back).step_time_s == predict_calibrated(run, prof).step_time_s
+    assert predict_calibrated(run, doc).step_time_s == predict_calibrated(run, prof).step_time_s
+    curve = doc["collectives"][0]["sources"][0]["curve"]
+    assert len(curve["size_bytes"]) == len(curve["measured_busbw_gbytes_s"]) == len(curve["calibrated_busbw_gbytes_s"])
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda d: d.update(format=99), r"profile\.format"),
+    (lambda d: d.update(fleet={}), r"profile\.fleet"),
+    (lambda d: d["collectives"][0].update(eta=-1), r"profile\.collectives\[0\]\.eta"),
+    (lambda d: d["collectives"][0].update(kind="bcast"), r"profile\.collectives\[0\]"),
+    (lambda d: d.update(gemm={"bf16": {"eff": 1.5}}), r"profile\.gemm\.bf16\.eff"),
+    (lambda d: d.update(residual={"factor": "x"}), r"profile\.residual\.factor"),
+])
+def test_stored_profile_is_validated(mutate: Any, match: str) -> None:
+    doc = fit_profile(FLEET, _nccl()[:1]).to_dict()
+    mutate(doc)
+    with pytest.raises(ValueError, match=match):
+        Profile.from_dict(doc)
+
+
+def test_fit_inputs_are_checked() -> None:
+    with pytest.raises(ValueError, match="nothing to fit"):
+        fit_profile(FLEET)
+    with pytest.raises(ValueError, match="fleet"):
+        fit_profile({}, _nccl()[:1])
+    d = _nccl()[0]
+    d["ranks"] = None
+    with pytest.raises(ValueError, match=r"nccl\[0\]\.ranks"):
+        fit_profile(FLEET, [d])
+    with pytest.raises(ValueError, match=r"runs\[0\]\.scenario"):
+        fit_profile(FLEET, runs=[{"id": "x", "step_time_s": 1.0}])
+    with pytest.raises(ValueError, match=r"runs\[0\]\.step_time_s"):
+        fit_profile(FLEET, runs=[{"id": "x", "scenario": RUNS["gpt22b-64-bf16"], "step_time_s": -1.0}])
+
+
+def test_auto_layout_of_a_run_is_pinned_and_said() -> None:
+    doc = copy.deepcopy(RUNS["gpt22b-64-bf16"])
+    doc["parallelism"]["pp"] = "auto"
+    prof = fit_profile(FLEET, runs=[{"id": "a", "scenario": doc, "step_time_s": 2.0}])
+    assert "pinned to the model's choice" in prof.runs[0]["notes"][0]
+    assert math.isfinite(prof.gemm["bf16"]["eff"])
+
+
+def test_shipped_example_data_fit_recovers_its_truth_and_moves_runs_within_5_percent() -> None:
+    manifest = json.loads((DATA / "manifest.json").read_text(encoding="utf-8"))
+    nccl = []
+    for e in manifest["nccl"]:
+        d = parse_nccl_tests((DATA / e["file"]).read_text(encoding="utf-8"))
+        d["label"] = e["file"]
+        nccl.append(d)
+    runs = [{"id": r["id"], "scenario": r["scenario"],
+             "step_log": parse_step_log((DATA / r["file"]).read_text(encoding="utf-8"), **r["parse"])}
+            for r in manifest["runs"]]
+    prof = fit_profile(manifest["fleet"], nccl, runs)
+    for t in manifest["truth"]["nccl"]:
+        e = _entry(prof, t["collective"], "inter" if t["ranks"] > 8 else "intra")
+        assert abs(e["eta"] - t["eta"]) <= max(3.0 * e["eta_sigma"], 0.01), (t, e["eta"], e["eta_sigma"])
+    for prec, true in manifest["truth"]["gemm_eff"].items():
+        assert abs(prof.gemm[prec]["eff"] - true) <= max(3.0 * prof.gemm[prec]["sigma"], 0.01)
+    assert all(abs(r["error_after"]) < 0.05 < abs(r["error_before"]) for r in prof.runs)
