@@ -168,3 +168,21 @@ def test_nested_budget_keeps_the_shorter_deadline() -> None:
         with pytest.raises(BudgetExceeded, match="request"):
             while True:
                 checkpoint()
+
+
+def test_security_doc_lists_every_bound() -> None:
+    """docs/security.md's table of bounds is the BOUNDS table (same fields, types, limits)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`") and cells[1] in ("int", "float"):
+            rows[cells[0].strip("`")] = cells[1:4]
+    assert set(rows) == set(BOUNDS), set(rows) ^ set(BOUNDS)
+    for name, b in BOUNDS.items():
+        kind, lo, hi = rows[name]
+        assert kind == b.kind, name
+        assert lo == ("> " if b.lo_open else "") + bounds._fmt(b.lo), (name, lo)
+        assert hi == bounds._fmt(b.hi), (name, hi)
