@@ -592,14 +592,19 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
     per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div,
                               act_layer_tok + np.where(rc >= 1, -sel_saved_tok, scores_tok))
-    # the first stage holds the most in-flight micro-batches; when the layers do not split evenly, it takes
-    # the short share (Llama 3 paper Sec. 3.3.2: one layer fewer on the first and last stages; Megatron-Core
-    # --decoder-first-pipeline-num-layers), so it holds floor(L/pp) layers
-    first_layers = np.where(np.mod(ctx.layers, pp) > 0, np.floor(ctx.layers / pp), layers_stage)
-    first_layers = np.minimum(first_layers, layers_stage)
-    act_stage_mb = m_tok * first_layers * per_layer_full
+    # First stage (rank 0), which holds the most in-flight micro-batches. 1F1B: pp micro-batches of its
+    # layers. Interleaved (v chunks): Megatron's warm-up of 2(pp-1) + (v-1)pp chunk-forwards plus one, i.e.
+    # 2pp-1 micro-batches of chunk 0 and pp of each other chunk (Korthikanti's factor 1 + (pp-1)/(pp v) when
+    # the chunks are equal). When the layers do not split evenly the first virtual stage takes the short
+    # share (Llama 3 paper Sec. 3.3.2: one layer fewer on the first and last stages; Megatron-Core
+    # --decoder-first-pipeline-num-layers), so chunk 0 holds floor(L/(pp v)) layers.
+    chunk = np.ceil(ctx.layers / (pp * vpp))
+    chunk0 = np.where(np.mod(ctx.layers, pp * vpp) > 0, np.floor(ctx.layers / (pp * vpp)), chunk)
+    chunk0 = np.maximum(chunk0, np.minimum(chunk, 1.0))
+    layer_mbs = np.where(vpp > 1, chunk0 * (2.0 * pp - 1.0) + chunk * (vpp - 1.0) * pp, chunk0 * pp)
+    act_stage_mb = m_tok * per_layer_full
     working = np.where(rc >= 2, m_tok * (act_layer_tok + scores_tok), 0.0)
-    in_flight = np.minimum(pp, n_micro) * np.where(vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    in_flight = layer_mbs * np.minimum(pp, n_micro) / pp
     logits_mem = m_tok * ctx.vocab / tp * 4.0 * 2.0
     act_mem = act_stage_mb * in_flight + working + np.where(pp > 1, 0.0, logits_mem)
     mem = states + zero3_buffers + act_mem

@@ -30,6 +30,7 @@ from simulations.engine.model import (
     make_context,
 )
 from simulations.engine.scenario import Scenario, ScenarioError, parse_scenario
+from simulations.engine.topology import fabric_block
 
 MAX_TP = 64
 MAX_CP = 32
@@ -70,6 +71,7 @@ class Result:
     gpus: int = 0
     precision: str = "bf16"
     notes: list[str] = field(default_factory=list)
+    fabric: dict[str, Any] = field(default_factory=dict)  # the cluster assumed (topology.fabric_block)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._raw_dict()
@@ -100,6 +102,7 @@ class Result:
             "gpus": self.gpus,
             "precision": self.precision,
             "notes": list(self.notes),
+            "fabric": dict(self.fabric),
         }
 
 
@@ -235,6 +238,7 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: 
         gpus=s.cluster.gpus,
         precision=s.training.precision,
         notes=notes,
+        fabric=fabric_block(s.topology) if s.topology is not None else {},
     )
 
 
@@ -263,10 +267,22 @@ def _why(best: Result, alt: Result) -> str:
     )
 
 
-def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None) -> tuple[Scenario, Context]:
+def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
+             calibration: Any = None) -> tuple[Scenario, Context]:
+    """Parse and build the model context; ``calibration`` (a calibration.Profile, duck-typed) may replace
+    context fields through its ``apply_to_context(ctx) -> Context``."""
     s = parse_scenario(scenario, catalog)
     ctx = make_context(s, gpu_spec(s.cluster.gpu, catalog))
+    if calibration is not None:
+        ctx = calibration.apply_to_context(ctx)
     return s, ctx
+
+
+def _calibration_note(r: Result, calibration: Any) -> Result:
+    note = getattr(calibration, "note", None)
+    if calibration is not None and note:
+        r.notes.append(str(note))
+    return r
 
 
 def _rank(out: dict[str, Arr]) -> tuple[npt.NDArray[np.intp], int]:
@@ -276,16 +292,17 @@ def _rank(out: dict[str, Arr]) -> tuple[npt.NDArray[np.intp], int]:
     return order.astype(np.intp), int(fits.sum())
 
 
-def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None) -> SearchResult:
+def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None,
+           calibration: Any = None) -> SearchResult:
     """Fastest layout that fits, over every setting marked "auto" (a fixed scenario has one candidate).
 
     Returns the winner plus ``top_k`` runners-up, each with the reason it loses.
     """
-    s, ctx = _prepare(scenario, catalog)
+    s, ctx = _prepare(scenario, catalog, calibration)
     lay = candidate_layouts(s)
     out = evaluate(ctx, lay)
     order, n_fit = _rank(out)
-    best = _result_at(s, ctx, lay, out, int(order[0]))
+    best = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
     if n_fit == 0:
         best.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
     alts: list[Alternative] = []
@@ -301,22 +318,23 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     )
 
 
-def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Result:
+def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
+            calibration: Any = None) -> Result:
     """Predict one training run. "auto" settings are resolved by the search (the fastest layout that fits)."""
-    s, ctx = _prepare(scenario, catalog)
+    s, ctx = _prepare(scenario, catalog, calibration)
     lay = candidate_layouts(s)
     out = evaluate(ctx, lay)
     if len(lay) == 1:
-        return _result_at(s, ctx, lay, out, 0)
+        return _calibration_note(_result_at(s, ctx, lay, out, 0), calibration)
     order, n_fit = _rank(out)
-    r = _result_at(s, ctx, lay, out, int(order[0]))
+    r = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
     if n_fit == 0:
         r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
     return r
 
 
 def evaluate_layouts(scenario: Mapping[str, Any] | Scenario, layouts: Layouts,
-                     catalog: Catalog | None = None) -> dict[str, Arr]:
+                     catalog: Catalog | None = None, calibration: Any = None) -> dict[str, Arr]:
     """Raw vectorised evaluation of arbitrary layouts (benchmarks, analysis)."""
-    _, ctx = _prepare(scenario, catalog)
+    _, ctx = _prepare(scenario, catalog, calibration)
     return evaluate(ctx, layouts)
