@@ -389,8 +389,8 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
     if not fits(tiers):
         what = _topology_name(spec, tiers, k)
         bad = "cluster.gpus"
-        hint = f" (cluster.tiers={tiers}: a {tiers + 1}-tier tree would fit)" if (
-            spec.tiers is not None and tiers < 3 and fits(tiers + 1)) else ""
+        bigger = next((t for t in range(tiers + 1, 4) if fits(t)), None) if spec.tiers is not None else None
+        hint = f" (cluster.tiers={tiers}: a {bigger}-tier tree would fit)" if bigger else ""
         if planes > 1:
             raise FabricError(
                 bad,
