@@ -15,7 +15,14 @@ Method and equations: docs/calibration.md. Pure Python + numpy/scipy; no Django.
 
 from __future__ import annotations
 
-from simulations.engine.calibration.apply import ProfileMismatch, fleet_differences, predict_calibrated
+from simulations.engine.calibration.apply import (
+    Overlay,
+    ProfileMismatch,
+    fleet_differences,
+    overlay_for,
+    predict_calibrated,
+    search_calibrated,
+)
 from simulations.engine.calibration.fit import fit_profile
 from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
 from simulations.engine.calibration.profile import Profile
@@ -23,11 +30,14 @@ from simulations.engine.calibration.steplog import parse_step_log
 
 __all__ = [
     "COLLECTIVES",
+    "Overlay",
     "Profile",
     "ProfileMismatch",
     "fit_profile",
     "fleet_differences",
+    "overlay_for",
     "parse_nccl_tests",
     "parse_step_log",
     "predict_calibrated",
+    "search_calibrated",
 ]

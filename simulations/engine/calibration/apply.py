@@ -1,8 +1,9 @@
 """Predictions with a fleet's calibration profile applied.
 
 ``predict_calibrated(scenario, profile)`` is :func:`simulations.engine.perf.predict` with the profile's
-parameters in the engine's Context (same candidate layouts, same model, same result type) and the residual
-factor, if the profile has one, on the step time. The result's notes name the profile and its version.
+parameters in the engine's Context (``predict(..., calibration=overlay)``: same candidate layouts, same
+model, same result type) and the residual factor, if the profile has one, on the step time. The result's
+notes name the profile and its version. ``search_calibrated`` does the same for the search.
 
 A profile belongs to one fleet: the GPU model, fabric and NIC speed it was measured on. A scenario on other
 hardware is refused unless it borrows the profile (``borrow=True``): then only what transfers is applied -
@@ -14,16 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from simulations.engine.calibration.profile import Profile
 from simulations.engine.catalog import Catalog
-from simulations.engine.hardware import gpu_spec
-from simulations.engine.model import evaluate, make_context
-from simulations.engine.perf import Result, _result_at, candidate_layouts
+from simulations.engine.model import Context
+from simulations.engine.perf import Result, SearchResult, predict, search
 from simulations.engine.scenario import Scenario, parse_scenario
+
+R = TypeVar("R", bound=Result)
 
 
 class ProfileMismatch(ValueError):
@@ -44,7 +45,7 @@ def fleet_differences(profile: Profile, s: Scenario) -> dict[str, tuple[Any, Any
     return out
 
 
-def _scale_result(r: Result, factor: float) -> Result:
+def scale_result(r: R, factor: float) -> R:
     """Step time x factor; the rates and fractions derived from it / factor."""
     return dataclasses.replace(
         r,
@@ -58,36 +59,78 @@ def _scale_result(r: Result, factor: float) -> Result:
     )
 
 
-def predict_calibrated(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
-                       catalog: Catalog | None = None, *, borrow: bool = False) -> Result:
-    """:func:`predict` with ``profile`` applied (a :class:`Profile` or its ``to_dict()``)."""
+@dataclass(frozen=True)
+class Overlay:
+    """What :func:`simulations.engine.perf.predict` takes as ``calibration=``: the profile's parts that apply
+    to this scenario (``apply_to_context``), the note the result carries, and the residual factor."""
+
+    profile: Profile
+    network: bool = True
+    gemm: bool = True
+    notes: tuple[str, ...] = ()
+
+    def apply_to_context(self, ctx: Context) -> Context:
+        return self.profile.apply_to_context(ctx, network=self.network, gemm=self.gemm)
+
+    @property
+    def residual_factor(self) -> float:
+        return self.profile.residual_factor if (self.network and self.gemm) else 1.0
+
+    @property
+    def note(self) -> str:
+        return f"calibrated with {self.profile.label()}"
+
+    def predict(self, scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Result:
+        """``perf.predict`` with this overlay, the residual factor and the notes (what tco calls)."""
+        return _finish(predict(scenario, catalog, calibration=self), self)
+
+    def search(self, scenario: Mapping[str, Any] | Scenario, top_k: int = 5,
+               catalog: Catalog | None = None) -> SearchResult:
+        res = search(scenario, top_k, catalog, calibration=self)
+        alts = [dataclasses.replace(a, result=scale_result(a.result, self.residual_factor)) for a in res.alternatives]
+        return dataclasses.replace(_finish(res, self), alternatives=alts)
+
+
+def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
+                catalog: Catalog | None = None, *, borrow: bool = False) -> Overlay:
+    """The overlay of ``profile`` for ``scenario``; :class:`ProfileMismatch` on other hardware unless borrowed."""
     prof = profile if isinstance(profile, Profile) else Profile.from_dict(profile)
     s = parse_scenario(scenario, catalog)
     diff = fleet_differences(prof, s)
-    notes: list[str] = []
-    network = gemm = True
-    if diff:
-        what = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items())
-        if not borrow:
-            raise ProfileMismatch(f"calibration: {prof.label()} was fitted on other hardware ({what}); "
-                                  "borrow it explicitly or predict without it")
-        network = "fabric" not in diff and "nic_gbps" not in diff
-        gemm = "gpu" not in diff
-        applied = [p for p, ok in (("network", network), ("GEMM efficiency", gemm)) if ok]
-        notes.append(f"borrowed {prof.label()} from fleet {prof.fleet.get('gpu')} ({what}); applied: "
-                     f"{', '.join(applied) or 'nothing'}")
-    ctx = prof.apply_to_context(make_context(s, gpu_spec(s.cluster.gpu, catalog)), network=network, gemm=gemm)
-    lay = candidate_layouts(s)
-    out = evaluate(ctx, lay)
-    fits = out["fits"] > 0.5
-    i = int(np.lexsort((out["memory_bytes"], out["step_time_s"], ~fits))[0]) if len(lay) > 1 else 0
-    r = _result_at(s, ctx, lay, out, i)
-    if len(lay) > 1 and not fits.any():
-        r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
-    factor = prof.residual_factor if (network and gemm) else 1.0
+    if not diff:
+        return Overlay(prof)
+    what = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items())
+    if not borrow:
+        raise ProfileMismatch(f"calibration: {prof.label()} was fitted on other hardware ({what}); "
+                              "borrow it explicitly or predict without it")
+    network = "fabric" not in diff and "nic_gbps" not in diff
+    gemm = "gpu" not in diff
+    applied = [p for p, ok in (("network", network), ("GEMM efficiency", gemm)) if ok]
+    note = (f"borrowed {prof.label()} from fleet {prof.fleet.get('gpu')} ({what}); applied: "
+            f"{', '.join(applied) or 'nothing'}")
+    return Overlay(prof, network=network, gemm=gemm, notes=(note,))
+
+
+def _finish(r: R, ov: Overlay) -> R:
+    factor = ov.residual_factor
+    out = scale_result(r, factor) if factor != 1.0 else r
+    extra = list(ov.notes)
     if factor != 1.0:
-        r = _scale_result(r, factor)
-        notes.append(f"residual factor {factor:.3f} of {prof.label()} applied to the step time")
-    r.notes.extend(notes)
-    r.notes.append(f"calibrated with {prof.label()}")
-    return r
+        extra.append(f"residual factor {factor:.3f} of {ov.profile.label()} applied to the step time")
+    # perf appends the overlay's note ("calibrated with ...") itself; keep it last
+    notes = [n for n in out.notes if n != ov.note] + extra + [ov.note]
+    return dataclasses.replace(out, notes=notes)
+
+
+def predict_calibrated(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
+                       catalog: Catalog | None = None, *, borrow: bool = False) -> Result:
+    """:func:`predict` with ``profile`` applied (a :class:`Profile` or its ``to_dict()``)."""
+    s = parse_scenario(scenario, catalog)
+    return overlay_for(s, profile, catalog, borrow=borrow).predict(s, catalog)
+
+
+def search_calibrated(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any], top_k: int = 5,
+                      catalog: Catalog | None = None, *, borrow: bool = False) -> SearchResult:
+    """:func:`search` with ``profile`` applied; the residual factor scales the winner and every alternative."""
+    s = parse_scenario(scenario, catalog)
+    return overlay_for(s, profile, catalog, borrow=borrow).search(s, top_k, catalog)
