@@ -500,8 +500,15 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # step-end DP traffic (ZeRO 0-2 reducing once per step): overlapped with the last backward / first
     # forward when the framework does so, the last bucket always exposed
     grad_step = np.where(per_mb_rs, 0.0, t_grad)
-    exposed_grad = np.where(prof["grad_overlap"] > 0.5, np.maximum(grad_step - t_bwd_mb, bucket * grad_step), grad_step)
-    exposed_pg = np.where(prof["param_overlap"] > 0.5, np.maximum(t_pgather - t_fwd_mb, bucket * t_pgather), t_pgather)
+    # With v > 1 model chunks the reduction of chunk c runs while the stage still computes the cool-down
+    # backwards of the chunks below it, (v-1)/v of min(pp, m) micro-batch slots, and the gather of chunk c+1
+    # runs under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md, overlap with
+    # interleaved schedules); the last bucket stays exposed.
+    chunk_slots = np.where(vpp > 1, (vpp - 1.0) / vpp * np.minimum(pp, n_micro), 0.0)
+    win_grad = t_bwd_mb * (1.0 + chunk_slots)
+    win_pg = t_fwd_mb * (1.0 + chunk_slots)
+    exposed_grad = np.where(prof["grad_overlap"] > 0.5, np.maximum(grad_step - win_grad, bucket * grad_step), grad_step)
+    exposed_pg = np.where(prof["param_overlap"] > 0.5, np.maximum(t_pgather - win_pg, bucket * t_pgather), t_pgather)
     dp_exposed = np.where(dpc > 1, np.where(zero >= 3, 0.0, exposed_grad + exposed_pg), 0.0)
 
     # ---- per-micro-batch data-parallel traffic and the shared-resource timeline
