@@ -286,3 +286,38 @@ def test_warm_up_argument_is_validated_and_applied() -> None:
         parse_step_log(text, warmup_steps=-1)
     with pytest.raises(ValueError, match="fmt"):
         parse_step_log(text, fmt="excel")
+
+
+# ------------------------------------------------------------------------------------- telemetry (optional)
+
+
+def test_nvidia_smi_csv_power_and_busy_per_gpu() -> None:
+    from simulations.engine.calibration import parse_gpu_telemetry
+
+    text = ("timestamp, index, name, power.draw [W], utilization.gpu [%]\n"
+            "2025/06/01 10:00:00.000, 0, NVIDIA H100 80GB HBM3, 650.00 W, 100 %\n"
+            "2025/06/01 10:00:00.000, 1, NVIDIA H100 80GB HBM3, 610.00 W, 90 %\n"
+            "2025/06/01 10:00:01.000, 0, NVIDIA H100 80GB HBM3, 670.00 W, 100 %\n"
+            "2025/06/01 10:00:01.000, 1, NVIDIA H100 80GB HBM3, [N/A], 80 %\n")
+    d = parse_gpu_telemetry(text)
+    assert d["source"] == "nvidia-smi" and d["gpus"] == 2 and d["samples"] == 4
+    assert d["per_gpu"][0]["power_w"] == pytest.approx(660.0)
+    assert d["per_gpu"][1]["power_w"] == pytest.approx(610.0)  # N/A skipped
+    assert d["mean_gpu_busy"] == pytest.approx(0.925)
+    with pytest.raises(ValueError, match=r"^line 3: power.draw 'lots' is not a number"):
+        parse_gpu_telemetry(text.replace("610.00 W", "lots"))
+
+
+def test_dcgmi_dmon_power_and_sm_activity() -> None:
+    from simulations.engine.calibration import parse_gpu_telemetry
+
+    text = ("#Entity   POWER   SMACT\nID        W\nGPU 0     650.1   0.812\nGPU 1     640.3   0.790\n"
+            "GPU 0     655.0   0.820\n")
+    d = parse_gpu_telemetry(text)
+    assert d["source"] == "dcgmi dmon" and d["gpus"] == 2
+    assert d["per_gpu"][0]["sm_active"] == pytest.approx(0.816)
+    assert d["mean_power_w"] == pytest.approx((650.1 + 640.3 + 655.0) / 3)
+    with pytest.raises(ValueError, match=r"^line 4: SMACT 79 is a ratio"):
+        parse_gpu_telemetry(text.replace("0.790", "79"))
+    with pytest.raises(ValueError, match=r"^line 1: not nvidia-smi"):
+        parse_gpu_telemetry("hello\n")

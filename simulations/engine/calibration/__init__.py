@@ -7,6 +7,7 @@ Contract (issue #16)::
 
 * :func:`parse_nccl_tests` - nccl-tests stdout -> collective, ranks, rows (out-of-place and in-place).
 * :func:`parse_step_log` - Megatron-LM / NeMo / torchtitan / CSV step logs -> steady step time, warm-up dropped.
+* :func:`parse_gpu_telemetry` - nvidia-smi CSV / dcgmi dmon -> mean power and SM activity (optional).
 * :func:`fit_profile` - least-squares fit -> :class:`Profile` (values, uncertainty, data, residual factor).
 * :func:`predict_calibrated` - predict() with a profile applied; ``Profile.apply_to_context`` is the hook.
 
@@ -27,6 +28,7 @@ from simulations.engine.calibration.fit import fit_profile
 from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
 from simulations.engine.calibration.profile import Profile
 from simulations.engine.calibration.steplog import parse_step_log
+from simulations.engine.calibration.telemetry import parse_gpu_telemetry
 
 __all__ = [
     "COLLECTIVES",
@@ -36,6 +38,7 @@ __all__ = [
     "fit_profile",
     "fleet_differences",
     "overlay_for",
+    "parse_gpu_telemetry",
     "parse_nccl_tests",
     "parse_step_log",
     "predict_calibrated",
