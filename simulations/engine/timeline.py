@@ -5,13 +5,16 @@ gradient reduce-scatters, ZeRO-3 / FSDP parameter gathers) has its own window: t
 (the attention core for CP, the partner micro-batch or the shared experts for EP, the backward for gradient
 reduction, the whole micro-batch with a prefetch depth for FSDP). Alone, item ``i`` exposes
 ``e_i = max(0, c_i - w_i)`` (plus what can never be hidden, e.g. the last FSDP layer). Together they share
-hardware: the collectives that leave the NVLink domain all queue on the same NICs, the others on NVLink,
-and each stream can hide at most one micro-batch of compute. So the exposed time is
+hardware: the collectives that leave the NVLink domain all queue on the same NICs, the others on NVLink, and
+all of them run their kernels on the SMs the compute also needs (NCCL channels take 12-24% of an H100's SMs),
+so together they hide behind at most one micro-batch of compute C. The exposed time is
 
-    E = max( sum_i e_i,  sum_{i on NIC} c_i - C,  sum_{i on NVLink} c_i - C ),
+    E = max( sum_i e_i,  sum_i c_i - C ),
 
-and nothing is hidden twice (the old model let every item hide behind the same compute C). The extra above
-``sum e_i`` is charged to the items of the binding stream in proportion to their time.
+and nothing is hidden twice (the old model let every item hide behind the same compute C). Because every
+window is at most C, the step time C + E never grows when C shrinks (faster GPU) or c_i shrink (faster
+network): the property tests in tests/engine/test_monotonic.py check it over every layout. The extra above
+``sum e_i`` is charged to the items in proportion to the time each can still hide.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ Arr = npt.NDArray[np.float64]
 
 
 def comm_timeline(compute: Arr, items: dict[str, tuple[Arr, Arr, Arr]], **_: Arr) -> dict[str, Arr]:
-    """``items``: name -> (raw time c_i, exposed alone e_i, 1.0 where it uses the NICs else 0.0), per micro-batch.
+    """``items``: name -> (raw time c_i, exposed alone e_i, 1.0 where it uses the NICs else 0.0; kept for the
+    flow simulator's per-resource view), per micro-batch.
 
     Returns exposed time per item after sharing, and ``hidden`` (total communication time run under compute,
     which still slows compute through SM and HBM interference).
@@ -31,22 +35,15 @@ def comm_timeline(compute: Arr, items: dict[str, tuple[Arr, Arr, Arr]], **_: Arr
     names = list(items)
     raw = {k: np.maximum(items[k][0], 0.0) for k in names}
     alone = {k: np.clip(items[k][1], 0.0, raw[k]) for k in names}
-    nic = {k: items[k][2] for k in names}
     zero = np.zeros_like(compute)
     sum_e = sum((alone[k] for k in names), zero)
-    raw_nic = sum((raw[k] * nic[k] for k in names), zero)
-    raw_nvl = sum((raw[k] * (1.0 - nic[k]) for k in names), zero)
-    bound_nic = raw_nic - compute
-    bound_nvl = raw_nvl - compute
-    total = np.maximum(sum_e, np.maximum(bound_nic, bound_nvl))
+    sum_c = sum((raw[k] for k in names), zero)
+    total = np.maximum(sum_e, sum_c - compute)
     extra = total - sum_e
-    nic_binds = bound_nic >= bound_nvl
+    hideable = sum_c - sum_e  # sum of (c_i - e_i) >= extra
     out: dict[str, Arr] = {}
     for k in names:
-        on_stream = np.where(nic_binds, nic[k], 1.0 - nic[k])
-        stream_raw = np.where(nic_binds, raw_nic, raw_nvl)
         room = raw[k] - alone[k]
-        share = np.where(stream_raw > 0, raw[k] * on_stream / np.maximum(stream_raw, 1e-30), 0.0)
-        out[k] = alone[k] + np.minimum(extra * share, room)
+        out[k] = alone[k] + np.where(hideable > 0, extra * room / np.maximum(hideable, 1e-30), 0.0)
     out["hidden"] = sum((raw[k] - out[k] for k in names), zero)
     return out

@@ -18,18 +18,14 @@ MOE = {"name": "moe", "layers": 16, "hidden": 2048, "heads": 16, "kv_heads": 16,
        "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2, "dense_layers": 1,
                "dense_ffn_hidden": 8192}}
 MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE}
-# known violation (issue #10 left open): 93 of 105,216 MoE layouts are up to 9% slower at 400 than at
-# 200 Gb/s and some MoE layouts slower on B200 than H100 (expert all-to-all overlap windows shrink with
-# faster compute, and the sized topology changes with the link speed)
-KNOWN = pytest.mark.xfail(strict=True, reason="MoE overlap-window non-monotonicity, see module comment")
-PARAMS = [pytest.param(k, marks=KNOWN) if k == "moe-16b" else k for k in MODELS]
+PARAMS = list(MODELS)
 AUTO = {"tp": "auto", "pp": "auto", "cp": "auto", "ep": "auto", "vpp": "auto", "sequence_parallel": "auto"}
 
 
 def _steps(model: dict | None, gpu: str = "H100-SXM", **cluster: object) -> np.ndarray:
     doc = scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto", "zero": "auto",
                                                     "global_batch": 256},
-                   cluster={"gpus": 256, "gpu": gpu, **cluster})
+                   cluster={"gpus": 256, "gpu": gpu, "tiers": 2, **cluster})
     if model is not None:
         doc["model"] = dict(model)
     s = parse_scenario(doc)
