@@ -160,6 +160,8 @@ BOUNDS: dict[str, Bound] = {
                                                              lo_open=True),
     "costs.goodput.node_write_gbytes_per_s": _float_bound(0.0, 1e4, "~100x a node's fastest NICs", lo_open=True),
     "costs.goodput.checkpoint_interval_min": _float_bound(0.0, 525_600.0, "one checkpoint a year", lo_open=True),
+    # ---- fleet inventory (planning.Fleet; its other numbers use the cluster.* bounds)
+    "fleet.server_count": _int_bound(1, MAX_GPUS, "a server holds at least one GPU: at most the GPU bound"),
     # ---- uncertainty section and run parameters
     "uncertainty.samples": _int_bound(1, MAX_MONTE_CARLO_SAMPLES, "percentiles converge far below this"),
     "uncertainty.seed": _int_bound(0, MAX_SEED, "31-bit seeds stay portable"),
