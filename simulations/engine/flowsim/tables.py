@@ -1,0 +1,183 @@
+"""Simulated fabric tables: what ``make fabric-tables`` writes and what the performance model reads.
+
+``simulations/engine/data/fabric_tables.json`` holds two tables, both produced by ``scripts/fabric_tables.py``
+with its parameters recorded in the file:
+
+* ``crossing``: the share of line rate that traffic crossing a leaf's uplinks gets, by routing mode, offered
+  load per uplink (crossing fraction x oversubscription, in link capacities) and hashed flows per NIC
+  (NCCL channels x queue pairs). These are the inputs of the performance model's one routing function
+  (:func:`simulations.engine.routing.crossing_share`), which reads this table when it is present. ``mean`` is
+  carried / offered traffic (what the closed form computes); ``completion`` is the slowest crossing flow's
+  share (what a collective that waits for its slowest flow sees).
+* ``studies``: :func:`~simulations.engine.flowsim.simulate` efficiencies of the default catalog's
+  topologies at standard sizes (fabric x topology x GPUs x oversubscription x routing x traffic x placement).
+
+Lookups are plain Python over a small in-memory index (microseconds), so ``predict`` stays under 2 ms.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulations.engine.flowsim.network import Network, bundle_links, cable_links
+from simulations.engine.flowsim.paths import net_incidence
+from simulations.engine.flowsim.rates import max_min_rates
+
+RATE_TOL = 1e-3  # rates within 0.1% of exact max-min (see rates.max_min_rates): 3x fewer filling rounds
+TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "fabric_tables.json"
+
+
+# --------------------------------------------------------------------------------------------- experiment
+
+
+def crossing_network(load: float, leaves: int = 64, down: int = 32, gbps: float = 400.0) -> tuple[Network, float]:
+    """A 2-tier leaf/spine with one NIC per node, sized so that ``load`` = crossing fraction x down/up.
+
+    Returns (network, crossing fraction): loads up to 1 use a non-blocking leaf and cross a fraction ``load``
+    of the flows; higher loads oversubscribe the leaf (``up = down / load``) and cross everything.
+    """
+    if load <= 1.0:
+        up, frac = down, load
+    else:
+        up = max(1, round(down / load))
+        frac = min(1.0, load * up / down)
+    net = Network(
+        gpus=leaves * down, gpus_per_node=1, nics_per_node=1, nodes=leaves * down, nvlink_domain=1, nvlink_gbps=0.0,
+        nic_gbps=gbps, link_gbps=gbps, topology="fat-tree", fabric="simulated", tiers=2, radix=down + up, planes=1,
+        rails=1, leaf_down=down, up=up, leaves=leaves, spines=up, pod_leaves=leaves, pods=1, spine_up=0, cores=0,
+        oversubscription=down / up,
+    )
+    return net, frac
+
+
+def crossing_experiment(routing: str, load: float, flows_per_nic: int, seeds: int = 10,
+                        leaves: int = 64, down: int = 32) -> dict[str, float]:
+    """Every NIC sends ``flows_per_nic`` equal flows and receives as many (so its ideal rate per flow is line
+    rate / flows): for flow index ``k`` a random set of slots (the same on every leaf) sends to a random
+    permutation of those NICs cluster-wide (scattered ranks: no alignment for static routes to exploit), the
+    other slots send to each other inside the leaf. Returns the
+    mean and the median-over-seeds slowest share of line rate of the crossing flows, and the offered load."""
+    net, frac = crossing_network(load, leaves, down)
+    n = net.nics
+    cables, bundles = cable_links(net), bundle_links(net)
+    mean, comp = [], []
+    for seed in range(seeds):
+        rng = np.random.default_rng([17, seed])
+        src, dst, key, crossing = _crossing_flows(n, leaves, down, frac, flows_per_nic, rng)
+        links = bundles if routing == "adaptive" else cables
+        fi, li = net_incidence(net, links, src, dst, key, "pinned" if routing == "pinned" else "ecmp", seed)
+        w = np.ones(li.size)
+        endpoint = li < net.n_endpoint_links
+        ideal, _ = max_min_rates(li[endpoint], fi[endpoint], w[endpoint], links.capacity, src.size, rel_tol=RATE_TOL)
+        rate, _ = max_min_rates(li, fi, w, links.capacity, src.size, rel_tol=RATE_TOL)
+        share = np.minimum(1.0, rate[crossing] / ideal[crossing]) if crossing.any() else np.ones(1)
+        mean.append(float(share.mean()))
+        comp.append(float(share.min()))
+    return {"mean": float(np.mean(mean)), "completion": float(np.median(comp)), "load": frac * down / net.up}
+
+
+def _crossing_flows(n: int, leaves: int, down: int, frac: float, flows_per_nic: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    srcs, dsts, keys, cross = [], [], [], []
+    leaf = np.arange(n, dtype=np.int64) // down
+    slot = np.arange(n, dtype=np.int64) % down
+    n_cross = round(frac * down)
+    for k in range(flows_per_nic):
+        crossing_slots = np.zeros(down, dtype=bool)
+        crossing_slots[rng.choice(down, size=n_cross, replace=False)] = True
+        stay = np.flatnonzero(~crossing_slots)
+        inside = np.arange(down, dtype=np.int64)
+        inside[stay] = np.roll(stay, -1)  # cyclic shift among the slots that stay
+        c = crossing_slots[slot]
+        d = leaf * down + inside[slot]
+        out = np.flatnonzero(c)
+        d[out] = out[rng.permutation(out.size)]  # crossing NICs: a random permutation among themselves
+        c = leaf != d // down
+        keep = d != np.arange(n)
+        srcs.append(np.arange(n, dtype=np.int64)[keep])
+        dsts.append(d[keep])
+        keys.append(np.full(int(keep.sum()), k, dtype=np.int64))
+        cross.append(c[keep])
+    return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(keys), np.concatenate(cross)
+
+
+# --------------------------------------------------------------------------------------------- lookup
+
+
+@lru_cache(maxsize=4)
+def load_tables(path: str | None = None) -> dict[str, Any] | None:
+    """The table document (cached), or None when it has not been generated."""
+    p = Path(path) if path else TABLE_PATH
+    if not p.exists():
+        return None
+    doc: dict[str, Any] = json.loads(p.read_text())
+    return doc
+
+
+@lru_cache(maxsize=4)
+def _crossing_index(path: str | None = None) -> dict[str, tuple[list[float], list[float], dict[str, Any]]] | None:
+    doc = load_tables(path)
+    if not doc or "crossing" not in doc:
+        return None
+    out: dict[str, tuple[list[float], list[float], dict[str, Any]]] = {}
+    for routing, grid in doc["crossing"]["grid"].items():
+        out[routing] = (list(grid["loads"]), list(grid["flows_per_nic"]), grid)
+    return out
+
+
+def _interp(xs: list[float], x: float) -> tuple[int, int, float]:
+    if x <= xs[0]:
+        return 0, 0, 0.0
+    if x >= xs[-1]:
+        return len(xs) - 1, len(xs) - 1, 0.0
+    j = bisect.bisect_right(xs, x)
+    i = j - 1
+    return i, j, (x - xs[i]) / (xs[j] - xs[i])
+
+
+def crossing_share_table(routing: str, load: float, flows_per_nic: float, stat: str = "mean",
+                         path: str | None = None) -> float | None:
+    """Simulated share of line rate of crossing traffic, bilinear in (load, log2 flows per NIC); None without a
+    table or for a routing mode it does not hold. Outside the grid the nearest edge is used."""
+    idx = _crossing_index(path)
+    if idx is None or routing not in idx:
+        return None
+    loads, flows, grid = idx[routing]
+    vals = grid[stat]
+    i0, i1, a = _interp(loads, float(load))
+    lf = [math.log2(f) for f in flows]
+    j0, j1, b = _interp(lf, math.log2(max(1.0, float(flows_per_nic))))
+    v = ((1 - a) * (1 - b) * vals[i0][j0] + a * (1 - b) * vals[i1][j0]
+         + (1 - a) * b * vals[i0][j1] + a * b * vals[i1][j1])
+    return float(v)
+
+
+def study_efficiency(*, fabric: str, topology: str, gpus: int, oversubscription: float, routing: str,
+                     traffic: str = "ring-allreduce", placement: str = "packed", stat: str = "p50",
+                     path: str | None = None) -> float | None:
+    """Simulated efficiency of a standard study, interpolated in log2(GPUs) between the sizes in the table and
+    linearly in oversubscription; None when the table lacks the combination."""
+    doc = load_tables(path)
+    if not doc:
+        return None
+    rows = [r for r in doc.get("studies", {}).get("rows", [])
+            if r["fabric"] == fabric and r["topology"] == topology and r["routing"] == routing
+            and r["traffic"] == traffic and r["placement"] == placement and "efficiency" in r]
+    if not rows:
+        return None
+    overs = sorted({float(r["oversubscription"]) for r in rows})
+    o0, o1, b = _interp(overs, float(oversubscription))
+    out = []
+    for o in (overs[o0], overs[o1]):
+        pts = sorted((int(r["gpus"]), float(r["efficiency"][stat])) for r in rows if float(r["oversubscription"]) == o)
+        xs = [math.log2(g) for g, _ in pts]
+        i, j, a = _interp(xs, math.log2(max(1, gpus)))
+        out.append((1 - a) * pts[i][1] + a * pts[j][1])
+    return float((1 - b) * out[0] + b * out[1])

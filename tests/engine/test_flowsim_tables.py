@@ -1,0 +1,91 @@
+"""Simulated fabric tables: the regeneration script, the shipped file and the lookups (issue #13)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from scripts.fabric_tables import main as tables_main
+from simulations.engine.flowsim.tables import (
+    TABLE_PATH,
+    crossing_experiment,
+    crossing_share_table,
+    load_tables,
+    study_efficiency,
+)
+
+
+@pytest.fixture(scope="module")
+def quick_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tables") / "fabric_tables.json"
+    assert tables_main(["--quick", "--out", str(out)]) == 0
+    return out
+
+
+def test_script_records_its_parameters_and_fills_both_tables(quick_table: Path) -> None:
+    doc = json.loads(quick_table.read_text())
+    assert doc["generated_by"].startswith("scripts/fabric_tables.py")
+    assert doc["crossing"]["parameters"]["loads"] == [0.5, 1.0]
+    grid = doc["crossing"]["grid"]["ecmp"]
+    assert len(grid["mean"]) == 2 and len(grid["mean"][0]) == 2
+    # more hashed flows per NIC spread better; adaptive spraying is at line rate below full load
+    assert grid["mean"][1][1] > grid["mean"][1][0]
+    assert doc["crossing"]["grid"]["adaptive"]["mean"][0][0] == pytest.approx(1.0)
+    assert {r["routing"] for r in doc["studies"]["rows"]} == {"ecmp", "adaptive"}
+    assert all("efficiency" in r for r in doc["studies"]["rows"])
+
+
+def test_lookups_interpolate_and_clamp(quick_table: Path) -> None:
+    p = str(quick_table)
+    doc = load_tables(p)
+    assert doc is not None
+    grid = doc["crossing"]["grid"]["ecmp"]
+    assert crossing_share_table("ecmp", 1.0, 1, path=p) == pytest.approx(grid["mean"][1][0])
+    mid = crossing_share_table("ecmp", 0.75, 2, path=p)
+    corners = [v for row in grid["mean"] for v in row]
+    assert mid is not None and min(corners) <= mid <= max(corners)
+    assert crossing_share_table("ecmp", 9.0, 64, path=p) == pytest.approx(grid["mean"][1][1])  # clamped
+    assert crossing_share_table("pinned", 1.0, 1, path=p) is None  # not in the quick grid
+    rows = {(r["gpus"], r["routing"]): r["efficiency"]["p50"] for r in doc["studies"]["rows"]}
+    eff = study_efficiency(fabric="roce", topology="fat-tree", gpus=512, oversubscription=1.0, routing="ecmp", path=p)
+    lo, hi = sorted((rows[(256, "ecmp")], rows[(1024, "ecmp")]))
+    assert eff is not None and lo <= eff <= hi
+    assert study_efficiency(fabric="infiniband", topology="fat-tree", gpus=512, oversubscription=1.0,
+                            routing="ecmp", path=p) is None
+    assert load_tables(str(quick_table.parent / "missing.json")) is None
+
+
+def test_crossing_experiment_at_full_load_is_balls_into_bins() -> None:
+    # one flow per NIC, every flow crossing a non-blocking leaf: the uplink hash alone gives 1-(1-1/k)^k; the
+    # destination leaf's downlinks add their own collisions (a second, independent hash), so the mean is lower
+    k = 32
+    r = crossing_experiment("ecmp", 1.0, 1, seeds=4, leaves=64, down=k)
+    bins = 1.0 - (1.0 - 1.0 / k) ** k
+    assert 0.7 * bins < r["mean"] < bins + 0.02
+    assert r["completion"] < 0.5 * r["mean"]
+    # 2:1 leaf, everything crossing: spraying gives each flow half its line rate (a few random partners share
+    # the leaf, so slightly more)
+    assert crossing_experiment("adaptive", 2.0, 1, seeds=1)["mean"] == pytest.approx(0.5, abs=0.03)
+
+
+def test_shipped_table_is_complete() -> None:
+    doc = load_tables(str(TABLE_PATH))
+    if doc is None:
+        pytest.skip("fabric_tables.json not generated (make fabric-tables)")
+    assert "--quick" not in doc["generated_by"]
+    for routing in ("ecmp", "pinned", "adaptive"):
+        grid = doc["crossing"]["grid"][routing]
+        assert len(grid["mean"]) == len(grid["loads"])
+        assert all(0.0 < v <= 1.0 for row in grid["mean"] for v in row)
+        # more load never helps
+        for j in range(len(grid["flows_per_nic"])):
+            col = [row[j] for row in grid["mean"]]
+            assert all(b <= a + 0.02 for a, b in itertools.pairwise(col)), (routing, col)
+    rows = doc["studies"]["rows"]
+    assert rows and all(("efficiency" in r) or ("error" in r) for r in rows)
+    ok = [r for r in rows if "efficiency" in r]
+    assert all(math.isfinite(r["efficiency"]["p50"]) and 0 < r["efficiency"]["p50"] <= 1 for r in ok)
