@@ -258,3 +258,24 @@ def test_search_with_a_profile_scales_winner_and_alternatives_by_the_residual_fa
     for a, b in zip(res.alternatives, plain.alternatives, strict=True):
         assert a.result.step_time_s == pytest.approx(b.result.step_time_s * prof.residual_factor, rel=1e-9)
     assert res.notes[-1].startswith("calibrated with")
+
+
+def test_a_scenario_document_can_carry_its_profile() -> None:
+    from simulations.engine.calibration import check_document_calibration, overlay_from_scenario
+    from simulations.engine.scenario import parse_scenario
+
+    prof = fit_profile(FLEET, _nccl()[:2], name="doc profile")
+    prof.version = 3
+    section = prof.compact()
+    assert "sources" not in json.dumps(section) and len(json.dumps(section)) < 4000
+    assert check_document_calibration(section).label() == "doc profile v3"
+    s = parse_scenario(RUNS["gpt22b-64-bf16"])
+    object.__setattr__(s, "calibration", section)  # what scenario.py keeps from the document's "calibration" key
+    ov = overlay_from_scenario(s)
+    assert ov is not None and ov.predict(s).step_time_s == predict_calibrated(s, prof).step_time_s
+    with pytest.raises(ValueError, match=r"^calibration\.gemm\.bf16\.eff"):
+        check_document_calibration({**section, "gemm": {"bf16": {"eff": 7}}})
+    with pytest.raises(ValueError, match=r"^calibration\.borrow"):
+        check_document_calibration({**section, "borrow": "yes"})
+    with pytest.raises(ValueError, match=r"^calibration: must be an object"):
+        check_document_calibration([1])

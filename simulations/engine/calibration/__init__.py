@@ -21,12 +21,13 @@ from simulations.engine.calibration.apply import (
     ProfileMismatch,
     fleet_differences,
     overlay_for,
+    overlay_from_scenario,
     predict_calibrated,
     search_calibrated,
 )
 from simulations.engine.calibration.fit import fit_profile
 from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
-from simulations.engine.calibration.profile import Profile
+from simulations.engine.calibration.profile import Profile, check_document_calibration
 from simulations.engine.calibration.steplog import parse_step_log
 from simulations.engine.calibration.telemetry import parse_gpu_telemetry
 
@@ -35,9 +36,11 @@ __all__ = [
     "Overlay",
     "Profile",
     "ProfileMismatch",
+    "check_document_calibration",
     "fit_profile",
     "fleet_differences",
     "overlay_for",
+    "overlay_from_scenario",
     "parse_gpu_telemetry",
     "parse_nccl_tests",
     "parse_step_log",

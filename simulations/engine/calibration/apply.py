@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from simulations.engine.calibration.profile import Profile
+from simulations.engine.calibration.profile import CONTEXT_FIELDS, Profile, check_document_calibration
 from simulations.engine.catalog import Catalog
 from simulations.engine.model import Context
 from simulations.engine.perf import Result, SearchResult, predict, search
@@ -74,6 +74,9 @@ class Overlay:
 
     @property
     def residual_factor(self) -> float:
+        """The factor still to apply to a result (1.0 when the engine's Context already carried it)."""
+        if "step_time_scale" in CONTEXT_FIELDS:
+            return 1.0
         return self.profile.residual_factor if (self.network and self.gemm) else 1.0
 
     @property
@@ -111,12 +114,24 @@ def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mappi
     return Overlay(prof, network=network, gemm=gemm, notes=(note,))
 
 
+def overlay_from_scenario(s: Scenario, catalog: Catalog | None = None) -> Overlay | None:
+    """The overlay of the profile a scenario document carries under ``calibration`` (None without one).
+
+    ``{"borrow": true}`` in that section borrows it onto other hardware (see :func:`overlay_for`)."""
+    section = getattr(s, "calibration", None)
+    if section is None:
+        return None
+    prof = check_document_calibration(section)
+    return overlay_for(s, prof, catalog, borrow=bool(section.get("borrow", False)))
+
+
 def _finish(r: R, ov: Overlay) -> R:
     factor = ov.residual_factor
     out = scale_result(r, factor) if factor != 1.0 else r
     extra = list(ov.notes)
-    if factor != 1.0:
-        extra.append(f"residual factor {factor:.3f} of {ov.profile.label()} applied to the step time")
+    total = ov.profile.residual_factor if (ov.network and ov.gemm) else 1.0
+    if total != 1.0:
+        extra.append(f"residual factor {total:.3f} of {ov.profile.label()} applied to the step time")
     # perf appends the overlay's note ("calibrated with ...") itself; keep it last
     notes = [n for n in out.notes if n != ov.note] + extra + [ov.note]
     return dataclasses.replace(out, notes=notes)

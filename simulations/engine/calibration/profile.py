@@ -7,7 +7,8 @@ A profile changes only parameters the engine already has (no curve tables, no pe
   per-step network latency ``Context.net_alpha_s`` = the (log-)mean of the fitted latencies;
 * inside a node: ``GpuSpec.nvlink_ar_eff`` x eta(all-reduce), ``nvlink_ring_eff`` x mean eta(other kinds);
 * GEMM: ``GpuSpec.gemm_eff_bf16`` / ``gemm_eff_fp8`` = the fitted sustained fractions of peak;
-* the residual factor, when the fit needed one, multiplies the predicted step time (and divides the rates).
+* the residual factor, when the fit needed one, multiplies the predicted step time (and divides the rates):
+  ``Context.step_time_scale`` when the engine has it, else on the result (``apply.scale_result``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from simulations.engine.model import Context
 
 PROFILE_FORMAT = 1
+CONTEXT_FIELDS = frozenset(f.name for f in dataclasses.fields(Context))
 NET_KINDS = ("ar", "ag", "rs", "a2a", "p2p")
 
 
@@ -99,6 +101,8 @@ class Profile:
             s_ar, s_ring = self.nvlink_scale()
             gpu_changes["nvlink_ar_eff"] = g.nvlink_ar_eff * s_ar
             gpu_changes["nvlink_ring_eff"] = g.nvlink_ring_eff * s_ring
+        if network and gemm and self.residual and "step_time_scale" in CONTEXT_FIELDS:
+            changes["step_time_scale"] = float(self.residual["factor"])
         if gemm:
             if "bf16" in self.gemm:
                 gpu_changes["gemm_eff_bf16"] = float(self.gemm["bf16"]["eff"])
@@ -121,6 +125,13 @@ class Profile:
             "gemm": {k: {kk: v[kk] for kk in ("eff", "sigma", "default")} for k, v in self.gemm.items()},
             "residual": self.residual,
         }
+
+    def compact(self) -> dict[str, Any]:
+        """What a scenario document carries under ``calibration``: the fitted values only (no curves, no runs)."""
+        return {"format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
+                "collectives": [{k: v for k, v in c.items() if k != "sources"} for c in self.collectives],
+                "gemm": {k: {kk: v[kk] for kk in ("eff", "sigma", "default") if kk in v} for k, v in self.gemm.items()},
+                "residual": self.residual}
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
@@ -161,3 +172,18 @@ class Profile:
                    version=int(version) if isinstance(version, int) else None, collectives=colls, gemm=gemm,
                    residual=dict(residual) if residual else None, runs=list(doc.get("runs") or []),
                    notes=list(doc.get("notes") or []), gemm_fit=dict(doc.get("gemm_fit") or {}))
+
+
+def check_document_calibration(section: Any) -> Profile:
+    """Validate a scenario document's ``calibration`` section (a compact or full profile, plus an optional
+    ``borrow`` flag); ``ValueError("calibration.<field>: ...")`` when it is not one."""
+    if not isinstance(section, Mapping):
+        raise ValueError("calibration: must be an object (a calibration profile)")
+    body = {k: v for k, v in section.items() if k != "borrow"}
+    if "borrow" in section and not isinstance(section["borrow"], bool):
+        raise ValueError("calibration.borrow: must be true or false")
+    try:
+        return Profile.from_dict(body)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError("calibration" + msg[len("profile"):] if msg.startswith("profile") else msg) from None

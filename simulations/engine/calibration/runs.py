@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from simulations.engine.calibration.profile import CONTEXT_FIELDS, Profile
 from simulations.engine.catalog import Catalog
 from simulations.engine.hardware import gpu_spec
 from simulations.engine.model import RECOMPUTE_NAMES, Context, Layouts, evaluate, make_context
 from simulations.engine.perf import candidate_layouts
 from simulations.engine.scenario import Scenario, parse_scenario
-
-if TYPE_CHECKING:
-    from simulations.engine.calibration.profile import Profile
 
 
 def best_layout(ctx: Context, lay: Layouts) -> int:
@@ -61,7 +59,8 @@ class RunModel:
         part of the fit and ``gemm_eff`` per precision key, or (network=False) the plain engine."""
         if profile is not None:
             ctx = profile.apply_to_context(self.ctx0)
-            return float(evaluate(ctx, self.lay)["step_time_s"][0]) * profile.residual_factor
+            factor = 1.0 if "step_time_scale" in CONTEXT_FIELDS else profile.residual_factor
+            return float(evaluate(ctx, self.lay)["step_time_s"][0]) * factor
         ctx = self.ctx_net if network else self.ctx0
         if gemm_eff:
             g = ctx.gpu
