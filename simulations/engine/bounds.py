@@ -204,7 +204,8 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
-        return f"an integer of {len(str(abs(value)))} digits"
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1  # no str(): O(n^2) for huge ints
+        return f"an integer of about {digits} digits"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
