@@ -197,6 +197,21 @@ def test_defaults_come_from_the_scenario() -> None:
     assert simulate(IB_2K, ranks=64, seeds=1)["inputs"]["routing"] == "adaptive"
 
 
+def test_progress_reports_seeds_and_can_cancel() -> None:
+    seen: list[tuple[int, int]] = []
+    simulate(IB_2K, ranks=256, seeds=3, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+    class Cancelled(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        simulate(IB_2K, ranks=256, seeds=3, progress=stop)
+
+
 def test_seeds_are_reproducible() -> None:
     a = simulate(IB_2K, "permutation", ranks=512, routing="ecmp", placement="random", seeds=4)
     b = simulate(IB_2K, "permutation", ranks=512, routing="ecmp", placement="random", seeds=4)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,7 +167,8 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
              ranks: int | None = None, routing: str | None = None, qps: int | None = None,
              placement: str = "packed", seeds: int = 20, *, group: str | None = None,
              channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
-             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None) -> dict[str, Any]:
+             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Simulate one collective phase (or several concurrent ones) of a job on the scenario's cluster.
 
     ``traffic``: a kind from :data:`traffic.TRAFFIC`, optionally ``"kind:group"`` (group one of ``all``, ``tp``,
@@ -178,6 +179,7 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
     fraction of nodes already taken). ``background``: fraction of the other nodes running an all-NIC node
     permutation of other jobs. ``channels``: NCCL channels (rings or trees) per collective; default one per NIC.
     ``rail_aligned``: inter-node hops stay on one NIC index (NCCL with PXN; default True; always on multi-plane).
+    ``progress(done, total)`` is called after every seed (a job runner reports it and may raise to cancel).
     """
     t0 = time.perf_counter()
     s = parse_scenario(scenario, catalog)
@@ -286,6 +288,8 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
         samples.append(frac)
         per_seed_links.append(_bottleneck_links(net, links, bott, t_act, job, util, link))
         n_flows, n_net, n_nv = flows.nv_src.size + flows.net_src.size, flows.net_src.size, flows.nv_src.size
+        if progress is not None:
+            progress(i + 1, seeds)
 
     med = int(np.argsort(overall)[len(overall) // 2])
     pooled = np.concatenate(samples) if samples else np.zeros(0)
