@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from simulations.engine.errors import ScenarioError
-from simulations.engine.flowsim import TIERS, simulate
+from simulations.engine.flowsim import TIERS, quote, simulate, study
 from simulations.engine.flowsim.network import network_for
 from simulations.engine.flowsim.placement import Layout
 from simulations.engine.flowsim.rates import max_min_rates
@@ -244,3 +244,31 @@ def test_bad_scenario_goes_through_the_one_parser() -> None:
     with pytest.raises(ScenarioError) as exc:
         simulate(bad, seeds=1)
     assert exc.value.field.startswith("cluster.gpus")
+
+
+# --------------------------------------------------------------------------------------------- study
+
+
+def test_study_compares_variants_and_writes_a_quotable_sentence() -> None:
+    seen: list[int] = []
+    out = study(doc(2048, fabric="roce"), ranks=1024, seeds=4, progress=lambda d, t: seen.append(d))
+    labels = [row["label"] for row in out["table"]]
+    assert labels == ["single-QP ECMP", "8 QPs", "adaptive"]
+    p50 = {row["label"]: row["p50"] for row in out["table"]}
+    assert p50["single-QP ECMP"] < p50["8 QPs"] <= p50["adaptive"]
+    assert out["quote"] == (f"single-QP ECMP delivers {100 * p50['single-QP ECMP']:.0f}% of line rate to this "
+                            f"1,024-GPU ring all-reduce; 8 QPs: {100 * p50['8 QPs']:.0f}%; "
+                            f"adaptive: {100 * p50['adaptive']:.0f}%")
+    assert seen == list(range(1, 13))
+    assert out["efficiency"] == out["variants"][0]["result"]["efficiency"]
+
+
+def test_study_variants_are_checked() -> None:
+    with pytest.raises(ScenarioError) as exc:
+        study(IB_2K, seeds=1, variants=[{"routing": "ecmp", "color": "red"}])
+    assert exc.value.field == "variants.0.color"
+    with pytest.raises(ScenarioError) as exc:
+        study(IB_2K, seeds=1, variants=[{"routing": "magic"}])
+    assert exc.value.field == "routing"
+    assert quote(2048, "ring-allreduce:all", [("adaptive", 0.987)]) == \
+        "adaptive delivers 99% of line rate to this 2,048-GPU ring all-reduce"

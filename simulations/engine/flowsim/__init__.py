@@ -7,6 +7,10 @@ Pure numpy; no Django. The method and its limits are in docs/flowsim.md.
 from simulations.engine.flowsim.network import TIERS, Network, network_for
 from simulations.engine.flowsim.placement import GROUPS, PLACEMENTS
 from simulations.engine.flowsim.simulate import FLOWSIM_VERSION, simulate
+from simulations.engine.flowsim.study import STANDARD_VARIANTS, quote, study
 from simulations.engine.flowsim.traffic import TRAFFIC
 
-__all__ = ["FLOWSIM_VERSION", "GROUPS", "PLACEMENTS", "TIERS", "TRAFFIC", "Network", "network_for", "simulate"]
+__all__ = [
+    "FLOWSIM_VERSION", "GROUPS", "PLACEMENTS", "STANDARD_VARIANTS", "TIERS", "TRAFFIC", "Network", "network_for", "quote",
+    "simulate", "study",
+]
