@@ -129,11 +129,12 @@ def _scale(net: Net, kind: str) -> float:
     return float(getattr(net, f"bw_scale_{kind}", 1.0))
 
 
-def collective(net: Net, kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
+def collective(net: Net, kind: str, nbytes: Arr, n: Arr, stride: Arr, pl: Placement | None = None) -> Arr:
     """Time [s] of one collective; ``nbytes`` = full buffer per rank (reduced tensor for ar/rs, gathered
-    output for ag, send buffer for a2a). Bus volume: ar 2(n-1)/n, ag/rs/a2a (n-1)/n of ``nbytes``."""
+    output for ag, send buffer for a2a). Bus volume: ar 2(n-1)/n, ag/rs/a2a (n-1)/n of ``nbytes``.
+    ``pl``: the group's placement when the caller already has it (``place(net, n, stride)``)."""
     n = np.maximum(n, 1.0)
-    p = place(net, n, stride)
+    p = pl if pl is not None else place(net, n, stride)
     k, nodes = p.k, p.nodes
     inter = nodes > 1.0
     frac = np.where(n > 1, (n - 1.0) / n, 0.0)
@@ -149,17 +150,24 @@ def collective(net: Net, kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
     mult = 2.0 if kind == "ar" else 1.0
     vol = nbytes * frac * mult
     ring_steps = (n - 1.0) * mult
+    inter_f = inter.astype(np.float64)
+    # ring (hierarchical: NVLink hops inside the node, one NIC hop per node boundary)
+    t_ring_bw = vol / np.where(inter, np.minimum(nvl, nic_node), nvl)
+    lat0 = np.where(inter, p.hop, NVLINK_HOP_S)
+    if kind == "ar":
+        depth = np.log2(np.maximum(nodes, 2.0))
+        t_tree_bw = vol / (np.minimum(nvl, nic_node) * TREE_BW_EFF)
+        tree_lat0 = 2.0 * (depth * p.hop + (k - 1.0) * NVLINK_HOP_S)
+        tree_steps = 2.0 * (depth + (k - 1.0))
+    else:
+        pat_ok = inter & (k <= 1.0)
+        pat_steps = np.log2(np.maximum(n, 2.0))
     for eff, base, net_extra, nvl_extra in PROTOCOLS.values():
-        # ring (hierarchical: NVLink hops inside the node, one NIC hop per node boundary)
-        bw_ring = np.where(inter, np.minimum(nvl, nic_node), nvl) * eff
-        step_lat = np.where(inter, p.hop + net_extra, NVLINK_HOP_S + nvl_extra)
-        t_ring = base + ring_steps * step_lat + vol / bw_ring
-        best = np.minimum(best, t_ring)
+        extra = nvl_extra + inter_f * (net_extra - nvl_extra)
+        best = np.minimum(best, base + ring_steps * (lat0 + extra) + t_ring_bw / eff)
         if kind == "ar":
             # double binary tree across nodes, chain inside: depth log2(nodes), up and down
-            depth = np.log2(np.maximum(nodes, 2.0))
-            t_tree = (base + 2.0 * (depth * (p.hop + net_extra) + (k - 1.0) * (NVLINK_HOP_S + nvl_extra))
-                      + vol / (np.minimum(nvl, nic_node) * eff * TREE_BW_EFF))
+            t_tree = base + tree_lat0 + tree_steps * extra + t_tree_bw / eff
             best = np.where(inter, np.minimum(best, t_tree), best)
             if net.sharp:
                 # CollNet / SHARP: reduce inside the node (NVLS or ring), then the switch reduces: each byte
@@ -167,15 +175,15 @@ def collective(net: Net, kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
                 t_sharp = (base + 2.0 * (2.0 * p.hop + (k - 1.0) * NVLINK_HOP_S)
                            + nbytes / (nic_node * eff) + nbytes * (k - 1.0) / k / nvl)
                 best = np.where(inter, np.minimum(best, t_sharp), best)
-        else:
-            # PAT (ag/rs, one rank per node): log2(n) steps, same bus volume as the ring
-            if eff == 1.0:
-                t_pat = base + np.log2(np.maximum(n, 2.0)) * (p.hop + net_extra) + vol / (nic_node * eff)
-                best = np.where(inter & (k <= 1.0), np.minimum(best, t_pat), best)
+        elif eff == 1.0:
+            # PAT (ag/rs, one rank per node, Simple only): log2(n) steps, same bus volume as the ring
+            t_pat = base + pat_steps * (p.hop + net_extra) + vol / nic_node
+            best = np.where(pat_ok, np.minimum(best, t_pat), best)
     return np.where(n > 1.0, best, 0.0)
 
 
-def moe_a2a(net: Net, tokens: Arr, per_token_bytes: float, top_k: float, n: Arr, stride: Arr) -> Arr:
+def moe_a2a(net: Net, tokens: Arr, per_token_bytes: float, top_k: float, n: Arr, stride: Arr,
+            pl: Placement | None = None) -> Arr:
     """One MoE token all-to-all (dispatch or combine), deduplicated per destination node.
 
     Each token picks ``top_k`` experts spread evenly over ``n`` EP ranks (``k`` per node, ``N = n/k``
@@ -184,7 +192,7 @@ def moe_a2a(net: Net, tokens: Arr, per_token_bytes: float, top_k: float, n: Arr,
     the two phases concurrent (DeepEP's NVLink+RDMA forwarding; DeepSeek-V3 Sec. 3.2).
     """
     n = np.maximum(n, 1.0)
-    p = place(net, n, stride)
+    p = pl if pl is not None else place(net, n, stride)
     k, nodes = p.k, p.nodes
     hit_node = 1.0 - (1.0 - 1.0 / nodes) ** top_k
     hit_gpu = 1.0 - (1.0 - 1.0 / n) ** top_k
@@ -206,7 +214,6 @@ def p2p(net: Net, nbytes: Arr, stride: Arr) -> Arr:
     return np.where(inter, t_net, t_nvl)
 
 
-def on_nic(net: Net, n: Arr, stride: Arr) -> Arr:
-    """1.0 where a group of ``n`` ranks at ``stride`` leaves the NVLink domain (its traffic uses the NICs)."""
-    k = np.clip(net.domain / np.maximum(stride, 1.0), 1.0, np.maximum(n, 1.0))
-    return (np.maximum(n, 1.0) / k > 1.0).astype(np.float64)
+def on_nic(pl: Placement) -> Arr:
+    """1.0 where a group's traffic leaves the NVLink domain (uses the NICs)."""
+    return (pl.nodes > 1.0).astype(np.float64)

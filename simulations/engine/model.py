@@ -320,8 +320,15 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     net = ctx.net
     prof = _profile_arrays(ctx, lay)
 
-    def coll(kind: str, nbytes: Arr, n: Arr, stride: Arr) -> Arr:
-        return cl.collective(net, kind, nbytes, n, stride)
+    placements: dict[str, cl.Placement] = {}
+
+    def coll(kind: str, nbytes: Arr, n: Arr, stride: Arr, group: str = "") -> Arr:
+        pl = None
+        if group:  # the same group's placement is computed once per evaluation
+            pl = placements.get(group)
+            if pl is None:
+                pl = placements[group] = cl.place(net, n, stride)
+        return cl.collective(net, kind, nbytes, n, stride, pl)
 
     m_tok = mb * s / cp  # tokens per micro-batch per GPU
     n_micro = ctx.global_batch / (dp * mb)
@@ -416,14 +423,14 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
     # 2 more when the forward is recomputed (full recompute)
     act_bytes = m_tok * h * BYTES_ACT
-    t_ar = coll("ar", act_bytes, tp, ones)
+    t_ar = coll("ar", act_bytes, tp, ones, "tp")
     n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)
     t_tp_layer = n_tp * t_ar * (1.0 - prof["tp_overlap"])
 
     # ---- CP: all-gather K,V forward, all-gather + reduce-scatter of dK,dV backward (ring attention),
     # overlapped with the attention core it feeds
     kv_bytes = mb * s * 2.0 * kv_local * BYTES_ACT
-    t_cp_raw = 3.0 * coll("ag", kv_bytes, cp, tp)
+    t_cp_raw = 3.0 * coll("ag", kv_bytes, cp, tp, "cp")
     t_cp_layer = np.maximum(0.0, t_cp_raw - (t_attn_core + t_attn_core_bwd))
     t_cp_layer = np.where(cp > 1, np.maximum(t_cp_layer, 0.1 * t_cp_raw), 0.0)
 
@@ -435,8 +442,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_layer_compute = t_layer_fwd + t_layer_bwd + t_layer_rc
     if ctx.moe:
         tok_a2a = m_tok / sp_div
-        t_disp = cl.moe_a2a(net, tok_a2a, h * ctx.elem_bytes, ctx.top_k, ep, tp)
-        t_comb = cl.moe_a2a(net, tok_a2a, h * BYTES_ACT, ctx.top_k, ep, tp)
+        placements["ep"] = cl.place(net, ep, tp)
+        t_disp = cl.moe_a2a(net, tok_a2a, h * ctx.elem_bytes, ctx.top_k, ep, tp, placements["ep"])
+        t_comb = cl.moe_a2a(net, tok_a2a, h * BYTES_ACT, ctx.top_k, ep, tp, placements["ep"])
         n_pairs = 2.0 + np.where(rc >= 2, 1.0, 0.0)
         t_ep_raw = frac_moe * n_pairs * (t_disp + t_comb)
         # Overlap. In the steady state of a pipelined schedule (1F1B, interleaved, DualPipe) a stage
@@ -491,9 +499,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     edp = np.maximum(dpc / ep, 1.0)
     grad_bytes = np.where(zero >= 3, 2.0, 4.0)  # fp32 grad reduction (Megatron); bf16 in FSDP
     per_mb_rs = (zero >= 2) & (prof["zero2_per_mb"] > 0.5) & (zero < 3) & (dpc > 1)
-    t_grad = np.where(zero >= 1, coll("rs", params_gpu * grad_bytes, dpc, tp),
-                      coll("ar", params_gpu * grad_bytes, dpc, tp))
-    t_pgather = np.where(zero >= 1, coll("ag", params_gpu * 2.0, dpc, tp), 0.0)
+    t_grad = np.where(zero >= 1, coll("rs", params_gpu * grad_bytes, dpc, tp, "dp"),
+                      coll("ar", params_gpu * grad_bytes, dpc, tp, "dp"))
+    t_pgather = np.where(zero >= 1, coll("ag", params_gpu * 2.0, dpc, tp, "dp"), 0.0)
     bucket = np.minimum(1.0, prof["bucket"] / np.maximum(params_gpu, 1.0))
     t_fwd_mb = stage_share * ctx.layers * (t_layer_fwd + 0.5 * comm_layer)
     t_bwd_mb = stage_share * ctx.layers * (t_layer_bwd + t_layer_rc + 0.5 * comm_layer)
@@ -518,12 +526,12 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # the per-collective latency (ring (n-1) steps, PAT log2 n) matters as much as the bandwidth.
     z2_mb = np.where(per_mb_rs, t_grad, 0.0)
     layer_bytes = layer_p_gpu * 2.0
-    z3_layer = 2.0 * coll("ag", layer_bytes, dpc, tp) + coll("rs", layer_bytes, dpc, tp)
-    z3_mb = np.where((zero >= 3) & (dpc > 1), layers_stage * z3_layer + 3.0 * coll("ag", emb_p_gpu * 2.0, dpc, tp),
-                     0.0)
-    on_nic_dp = cl.on_nic(net, dpc, tp)
-    on_nic_cp = cl.on_nic(net, cp, tp)
-    on_nic_ep = cl.on_nic(net, ep, tp)
+    z3_layer = 2.0 * coll("ag", layer_bytes, dpc, tp, "dp") + coll("rs", layer_bytes, dpc, tp, "dp")
+    z3_mb = np.where((zero >= 3) & (dpc > 1),
+                     layers_stage * z3_layer + 3.0 * coll("ag", emb_p_gpu * 2.0, dpc, tp, "dp"), 0.0)
+    on_nic_dp = cl.on_nic(placements["dp"])
+    on_nic_cp = cl.on_nic(placements["cp"])
+    on_nic_ep = cl.on_nic(placements.get("ep") or cl.place(net, ep, tp))
     tl = comm_timeline(
         compute=t_compute_mb,
         items={

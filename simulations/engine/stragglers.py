@@ -3,8 +3,9 @@
 Every micro-batch ends in collectives that need all ranks of a group, and the step ends with a data-parallel
 reduction over all of them, so the step takes the *maximum* over ranks of their compute time, not the mean.
 With per-rank times ``mu (1 + cv Z_i)`` (Z_i independent standard normal) the expected maximum over ``n``
-ranks is ``mu (1 + cv E[max Z])``; E[max Z] grows like sqrt(2 ln n) (order statistics of the normal, Gumbel
-limit with the first correction term below).
+ranks is ``mu (1 + cv E[max Z])``; E[max Z] grows like sqrt(2 ln n) (order statistics of the normal), computed
+with Blom's approximation E[max Z_n] = Phi^-1((n - 0.375) / (n + 0.25)) (Blom 1958; 0.59, 1.43, 3.02, 3.23 against the
+exact 0.56, 1.42, 3.04, 3.19 for n = 2, 8, 500, 1,024; 0 for n = 1).
 
 Coefficient of variation (one global value, sourced):
 * Sinha et al., "Not All GPUs Are Created Equal" (SC'22): across thousands of same-SKU GPUs under the same
@@ -19,7 +20,7 @@ routing model (ECMP collisions lower the share of the slowest path, routing.py).
 
 from __future__ import annotations
 
-import math
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -27,20 +28,15 @@ import numpy.typing as npt
 Arr = npt.NDArray[np.float64]
 
 COMPUTE_CV = 0.008
+_NORMAL = NormalDist()
 
 
 def expected_max_z(n: Arr | float) -> Arr:
-    """E[max of n iid standard normals] (0 for n = 1): sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n)),
-    exact to ~2% for n >= 8; the small-n values are tabulated order statistics."""
+    """E[max of n iid standard normals] by Blom's formula (0 for n = 1)."""
     n_a = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    small = {1: 0.0, 2: 0.5642, 3: 0.8463, 4: 1.0294, 5: 1.1630, 6: 1.2672, 7: 1.3522}
-    ln = np.log(np.maximum(n_a, 8.0))
-    a = np.sqrt(2.0 * ln)
-    big = a - (np.log(ln) + math.log(4.0 * math.pi)) / (2.0 * a)
-    out = big
-    for k, v in small.items():
-        out = np.where(np.round(n_a) == k, v, out)
-    return np.asarray(out, dtype=np.float64)
+    inv = np.frompyfunc(lambda p: _NORMAL.inv_cdf(p), 1, 1)
+    z = np.asarray(inv((n_a - 0.375) / (n_a + 0.25)), dtype=np.float64)
+    return np.where(n_a <= 1.0, 0.0, z)
 
 
 def straggler_time(compute_s: Arr, ranks: Arr | float, cv: float = COMPUTE_CV) -> Arr:
