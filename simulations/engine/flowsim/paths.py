@@ -5,7 +5,8 @@
   polarisation). Several QPs per connection are different keys, hence independent draws.
 * ``pinned``: static destination-based routes (D-mod-k, the fat-tree routing of subnet managers): the uplink is
   the destination's slot on its leaf mod the uplink count, the spine uplink the destination's leaf-level index
-  mod the spine's uplinks. Collision-free for a full, aligned shift; not for scattered jobs.
+  mod the spine's uplinks, and the way down uses the same cable indices (the cable with the uplink's index
+  reaches the same spine or core). Collision-free for a full, aligned shift; not for scattered jobs.
 * ``adaptive``: per-packet adaptive routing / spraying splits a flow evenly over every equal-cost cable; on a
   folded Clos that is exactly one aggregate link per leaf uplink set and per pod spine-core set (the
   ``bundles`` link set), so the incidence stays one entry per hop.
@@ -76,10 +77,11 @@ def net_incidence(net: Network, links: LinkSet, src: IntArray, dst: IntArray, ke
                 cols += [links.sc_up + pa[xpod] * net.pods + poda[xpod], links.sc_down + pa[xpod] * net.pods + podb[xpod]]
         else:
             up, spines = net.up, net.spines
-            if routing == "pinned":
+            pinned = routing == "pinned"
+            if pinned:  # D-mod-k digits of the destination; the way down retraces the same cable indices
                 dglob = lb * net.leaf_down + sb  # destination index inside the plane (leaf-major)
-                c1, c2 = sb, sb // up
-                c3, c4 = dglob // up, dglob // max(1, up * net.spine_up)
+                c1 = c2 = sb
+                c3 = c4 = dglob // up
             else:
                 s_, d_, k_ = src[cross], dst[cross], key[cross]
                 c1 = flow_hash(s_, d_, k_, seed, 1)
@@ -89,7 +91,7 @@ def net_incidence(net: Network, links: LinkSet, src: IntArray, dst: IntArray, ke
             u1 = c1 % up
             spine = u1 % spines
             cnt = (up - 1 - spine) // spines + 1
-            u2 = spine + spines * (c2 % cnt)
+            u2 = u1 if pinned else spine + spines * (c2 % cnt)
             rows += [cross, cross]
             cols += [links.ls_up + lga * up + u1, links.ls_down + lgb * up + u2]
             if xpod.size:
@@ -100,7 +102,7 @@ def net_incidence(net: Network, links: LinkSet, src: IntArray, dst: IntArray, ke
                 c_up = c3[xpod] % h
                 g = c_up % cg
                 cnt_c = (h - 1 - g) // cg + 1
-                c_down = g + cg * (c4[xpod] % cnt_c)
+                c_down = c_up if pinned else g + cg * (c4[xpod] % cnt_c)
                 rows += [cross[xpod], cross[xpod]]
                 cols += [links.sc_up + sa * h + c_up, links.sc_down + sbb * h + c_down]
     return np.concatenate(rows), np.concatenate(cols)
