@@ -34,7 +34,7 @@ MODEL = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_h
          "vocab": 32000, "seq_len": 4096}
 
 FULL = {
-    "crossing": {"routings": ["ecmp", "pinned", "adaptive"], "loads": [0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
+    "crossing": {"patterns": ["aligned", "scattered"], "routings": ["ecmp", "pinned", "adaptive"], "loads": [0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
                  "flows_per_nic": [1, 2, 4, 8, 16], "seeds": 6, "leaves": 64, "down": 32},
     "studies": {"fabrics": ["infiniband", "roce"], "topologies": ["fat-tree", "rail-optimized", "multi-plane"],
                 "gpus": [1024, 4096, 16384], "oversubscription": [1.0, 2.0],
@@ -44,7 +44,7 @@ FULL = {
                 "gpu": "H100-SXM", "nic_gbps": 400, "seeds": 10},
 }
 QUICK = {
-    "crossing": {"routings": ["ecmp", "adaptive"], "loads": [0.5, 1.0], "flows_per_nic": [1, 4], "seeds": 2,
+    "crossing": {"patterns": ["aligned"], "routings": ["ecmp", "adaptive"], "loads": [0.5, 1.0], "flows_per_nic": [1, 4], "seeds": 2,
                  "leaves": 16, "down": 16},
     "studies": {"fabrics": ["roce"], "topologies": ["fat-tree"], "gpus": [256, 1024], "oversubscription": [1.0],
                 "routings": ["ecmp", "adaptive"], "traffic": ["ring-allreduce"],
@@ -60,26 +60,31 @@ def progress(i: int, n: int, what: str, t0: float) -> None:
 
 
 def crossing_table(p: dict[str, Any]) -> dict[str, Any]:
-    grid: dict[str, Any] = {}
-    n = len(p["routings"]) * len(p["loads"]) * len(p["flows_per_nic"])
+    patterns: dict[str, Any] = {}
+    n = len(p["patterns"]) * len(p["routings"]) * len(p["loads"]) * len(p["flows_per_nic"])
     i, t0 = 0, time.perf_counter()
-    for routing in p["routings"]:
-        mean, comp = [], []
-        for load in p["loads"]:
-            row_m, row_c = [], []
-            for flows in p["flows_per_nic"]:
-                progress(i, n, f"crossing {routing} load {load} flows {flows}", t0)
-                r = crossing_experiment(routing, load, flows, seeds=p["seeds"], leaves=p["leaves"], down=p["down"])
-                row_m.append(round(r["mean"], 4))
-                row_c.append(round(r["completion"], 4))
-                i += 1
-            mean.append(row_m)
-            comp.append(row_c)
-        grid[routing] = {"loads": p["loads"], "flows_per_nic": p["flows_per_nic"], "mean": mean, "completion": comp}
+    for pattern in p["patterns"]:
+        grid: dict[str, Any] = {}
+        for routing in p["routings"]:
+            mean, comp = [], []
+            for load in p["loads"]:
+                row_m, row_c = [], []
+                for flows in p["flows_per_nic"]:
+                    progress(i, n, f"crossing {pattern} {routing} load {load} flows {flows}", t0)
+                    r = crossing_experiment(routing, load, flows, seeds=p["seeds"], leaves=p["leaves"],
+                                            down=p["down"], pattern=pattern)
+                    row_m.append(round(r["mean"], 4))
+                    row_c.append(round(r["completion"], 4))
+                    i += 1
+                mean.append(row_m)
+                comp.append(row_c)
+            grid[routing] = {"loads": p["loads"], "flows_per_nic": p["flows_per_nic"], "mean": mean,
+                             "completion": comp}
+        patterns[pattern] = grid
     progress(n, n, "crossing done", t0)
     print(file=sys.stderr)
     return {"experiment": "crossing_experiment (simulations/engine/flowsim/tables.py)", "parameters": p,
-            "grid": grid}
+            "patterns": patterns}
 
 
 def doc(p: dict[str, Any], fabric: str, topology: str, gpus: int, over: float) -> dict[str, Any]:

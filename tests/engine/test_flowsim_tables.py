@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import itertools
 import json
 import math
 from pathlib import Path
@@ -30,11 +31,11 @@ def test_script_records_its_parameters_and_fills_both_tables(quick_table: Path) 
     doc = json.loads(quick_table.read_text())
     assert doc["generated_by"].startswith("scripts/fabric_tables.py")
     assert doc["crossing"]["parameters"]["loads"] == [0.5, 1.0]
-    grid = doc["crossing"]["grid"]["ecmp"]
+    grid = doc["crossing"]["patterns"]["aligned"]["ecmp"]
     assert len(grid["mean"]) == 2 and len(grid["mean"][0]) == 2
     # more hashed flows per NIC spread better; adaptive spraying is at line rate below full load
     assert grid["mean"][1][1] > grid["mean"][1][0]
-    assert doc["crossing"]["grid"]["adaptive"]["mean"][0][0] == pytest.approx(1.0)
+    assert doc["crossing"]["patterns"]["aligned"]["adaptive"]["mean"][0][0] == pytest.approx(1.0)
     assert {r["routing"] for r in doc["studies"]["rows"]} == {"ecmp", "adaptive"}
     assert all("efficiency" in r for r in doc["studies"]["rows"])
 
@@ -43,13 +44,14 @@ def test_lookups_interpolate_and_clamp(quick_table: Path) -> None:
     p = str(quick_table)
     doc = load_tables(p)
     assert doc is not None
-    grid = doc["crossing"]["grid"]["ecmp"]
+    grid = doc["crossing"]["patterns"]["aligned"]["ecmp"]
     assert crossing_share_table("ecmp", 1.0, 1, path=p) == pytest.approx(grid["mean"][1][0])
     mid = crossing_share_table("ecmp", 0.75, 2, path=p)
     corners = [v for row in grid["mean"] for v in row]
     assert mid is not None and min(corners) <= mid <= max(corners)
     assert crossing_share_table("ecmp", 9.0, 64, path=p) == pytest.approx(grid["mean"][1][1])  # clamped
     assert crossing_share_table("pinned", 1.0, 1, path=p) is None  # not in the quick grid
+    assert crossing_share_table("ecmp", 1.0, 1, pattern="scattered", path=p) is None
     rows = {(r["gpus"], r["routing"]): r["efficiency"]["p50"] for r in doc["studies"]["rows"]}
     eff = study_efficiency(fabric="roce", topology="fat-tree", gpus=512, oversubscription=1.0, routing="ecmp", path=p)
     lo, hi = sorted((rows[(256, "ecmp")], rows[(1024, "ecmp")]))
@@ -60,15 +62,20 @@ def test_lookups_interpolate_and_clamp(quick_table: Path) -> None:
 
 
 def test_crossing_experiment_at_full_load_is_balls_into_bins() -> None:
-    # one flow per NIC, every flow crossing a non-blocking leaf: the uplink hash alone gives 1-(1-1/k)^k; the
-    # destination leaf's downlinks add their own collisions (a second, independent hash), so the mean is lower
+    # one flow per NIC, every flow crossing a non-blocking leaf towards one partner leaf: the uplink hash gives
+    # the balls-into-bins 1-(1-1/k)^k (the partner's downlinks carry the same flows, so they add nothing)
     k = 32
-    r = crossing_experiment("ecmp", 1.0, 1, seeds=4, leaves=64, down=k)
     bins = 1.0 - (1.0 - 1.0 / k) ** k
-    assert 0.7 * bins < r["mean"] < bins + 0.02
-    assert r["completion"] < 0.5 * r["mean"]
-    # 2:1 leaf, everything crossing: spraying gives each flow half its line rate (a few random partners share
-    # the leaf, so slightly more)
+    aligned = crossing_experiment("ecmp", 1.0, 1, seeds=4, leaves=64, down=k)
+    assert aligned["mean"] == pytest.approx(bins, abs=0.02)
+    assert aligned["completion"] < 0.5 * aligned["mean"]
+    # scattered destinations add the spine-to-leaf hash's own collisions
+    scattered = crossing_experiment("ecmp", 1.0, 1, seeds=4, leaves=64, down=k, pattern="scattered")
+    assert 0.7 * bins < scattered["mean"] < aligned["mean"] - 0.05
+    # static destination routes are collision-free for aligned traffic, not for scattered traffic
+    assert crossing_experiment("pinned", 1.0, 1, seeds=2)["mean"] == pytest.approx(1.0)
+    assert crossing_experiment("pinned", 1.0, 1, seeds=2, pattern="scattered")["mean"] < 0.8
+    # 2:1 leaf, everything crossing: spraying gives each flow half its line rate
     assert crossing_experiment("adaptive", 2.0, 1, seeds=1)["mean"] == pytest.approx(0.5, abs=0.03)
 
 
@@ -77,8 +84,8 @@ def test_shipped_table_is_complete() -> None:
     if doc is None:
         pytest.skip("fabric_tables.json not generated (make fabric-tables)")
     assert "--quick" not in doc["generated_by"]
-    for routing in ("ecmp", "pinned", "adaptive"):
-        grid = doc["crossing"]["grid"][routing]
+    for pattern, routing in itertools.product(("aligned", "scattered"), ("ecmp", "pinned", "adaptive")):
+        grid = doc["crossing"]["patterns"][pattern][routing]
         assert len(grid["mean"]) == len(grid["loads"])
         assert all(0.0 < v <= 1.0 for row in grid["mean"] for v in row)
         # more load never helps

@@ -57,20 +57,28 @@ def crossing_network(load: float, leaves: int = 64, down: int = 32, gbps: float 
     return net, frac
 
 
+PATTERNS = ("aligned", "scattered")
+
+
 def crossing_experiment(routing: str, load: float, flows_per_nic: int, seeds: int = 10,
-                        leaves: int = 64, down: int = 32) -> dict[str, float]:
+                        leaves: int = 64, down: int = 32, pattern: str = "aligned") -> dict[str, float]:
     """Every NIC sends ``flows_per_nic`` equal flows and receives as many (so its ideal rate per flow is line
-    rate / flows): for flow index ``k`` a random set of slots (the same on every leaf) sends to a random
-    permutation of those NICs cluster-wide (scattered ranks: no alignment for static routes to exploit), the
-    other slots send to each other inside the leaf. Returns the
-    mean and the median-over-seeds slowest share of line rate of the crossing flows, and the offered load."""
+    rate / flows). For flow index ``k`` a random set of slots (the same on every leaf) leaves the leaf, the
+    other slots send to each other inside it. ``aligned`` (a job on its own nodes: ring, tree and DP
+    neighbours across a leaf boundary): every leaf's crossing flows go to one partner leaf (a random leaf
+    derangement), onto distinct slots there. ``scattered`` (a job spread over a shared fleet): the crossing
+    NICs send to a random permutation of each other cluster-wide, so flows from several leaves meet on a
+    destination leaf's downlinks. Returns the mean and the median-over-seeds slowest share of line rate of the
+    crossing flows, and the offered load."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
     net, frac = crossing_network(load, leaves, down)
     n = net.nics
     cables, bundles = cable_links(net), bundle_links(net)
     mean, comp = [], []
     for seed in range(seeds):
         rng = np.random.default_rng([17, seed])
-        src, dst, key, crossing = _crossing_flows(n, leaves, down, frac, flows_per_nic, rng)
+        src, dst, key, crossing = _crossing_flows(n, leaves, down, frac, flows_per_nic, rng, pattern)
         links = bundles if routing == "adaptive" else cables
         fi, li = net_incidence(net, links, src, dst, key, "pinned" if routing == "pinned" else "ecmp", seed)
         w = np.ones(li.size)
@@ -83,8 +91,8 @@ def crossing_experiment(routing: str, load: float, flows_per_nic: int, seeds: in
     return {"mean": float(np.mean(mean)), "completion": float(np.median(comp)), "load": frac * down / net.up}
 
 
-def _crossing_flows(n: int, leaves: int, down: int, frac: float, flows_per_nic: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _crossing_flows(n: int, leaves: int, down: int, frac: float, flows_per_nic: int, rng: np.random.Generator,
+                    pattern: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     srcs, dsts, keys, cross = [], [], [], []
     leaf = np.arange(n, dtype=np.int64) // down
     slot = np.arange(n, dtype=np.int64) % down
@@ -98,7 +106,16 @@ def _crossing_flows(n: int, leaves: int, down: int, frac: float, flows_per_nic: 
         c = crossing_slots[slot]
         d = leaf * down + inside[slot]
         out = np.flatnonzero(c)
-        d[out] = out[rng.permutation(out.size)]  # crossing NICs: a random permutation among themselves
+        if pattern == "scattered":  # crossing NICs: a random permutation among themselves
+            d[out] = out[rng.permutation(out.size)]
+        else:  # one partner leaf per leaf, crossing slots permuted among themselves
+            perm = rng.permutation(leaves)
+            partner = np.empty(leaves, dtype=np.int64)
+            partner[perm] = np.roll(perm, -1)
+            cs = np.flatnonzero(crossing_slots)
+            sigma = np.arange(down, dtype=np.int64)
+            sigma[cs] = cs[rng.permutation(cs.size)]
+            d[out] = partner[leaf[out]] * down + sigma[slot[out]]
         c = leaf != d // down
         keep = d != np.arange(n)
         srcs.append(np.arange(n, dtype=np.int64)[keep])
@@ -127,8 +144,9 @@ def _crossing_index(path: str | None = None) -> dict[str, tuple[list[float], lis
     if not doc or "crossing" not in doc:
         return None
     out: dict[str, tuple[list[float], list[float], dict[str, Any]]] = {}
-    for routing, grid in doc["crossing"]["grid"].items():
-        out[routing] = (list(grid["loads"]), list(grid["flows_per_nic"]), grid)
+    for pattern, grids in doc["crossing"]["patterns"].items():
+        for routing, grid in grids.items():
+            out[f"{pattern}:{routing}"] = (list(grid["loads"]), list(grid["flows_per_nic"]), grid)
     return out
 
 
@@ -143,13 +161,14 @@ def _interp(xs: list[float], x: float) -> tuple[int, int, float]:
 
 
 def crossing_share_table(routing: str, load: float, flows_per_nic: float, stat: str = "mean",
-                         path: str | None = None) -> float | None:
+                         pattern: str = "aligned", path: str | None = None) -> float | None:
     """Simulated share of line rate of crossing traffic, bilinear in (load, log2 flows per NIC); None without a
     table or for a routing mode it does not hold. Outside the grid the nearest edge is used."""
     idx = _crossing_index(path)
-    if idx is None or routing not in idx:
+    key = f"{pattern}:{routing}"
+    if idx is None or key not in idx:
         return None
-    loads, flows, grid = idx[routing]
+    loads, flows, grid = idx[key]
     vals = grid[stat]
     i0, i1, a = _interp(loads, float(load))
     lf = [math.log2(f) for f in flows]
