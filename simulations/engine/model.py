@@ -8,18 +8,21 @@ disagree. Equations and the source of every constant: docs/performance-model.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from simulations.engine import collectives as cl
 from simulations.engine import hardware as hw
-from simulations.engine.frameworks import PROFILES, profile
-from simulations.engine.hardware import GpuSpec
-from simulations.engine.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
-from simulations.engine.scenario import Scenario
+from simulations.engine.context import (  # noqa: F401  (re-exported: the model's public names)
+    LAYOUT_FIELDS,
+    Context,
+    Layouts,
+    make_context,
+    nic_rate,
+    profile_arrays,
+)
+from simulations.engine.memory import memory_per_gpu, usable_memory_bytes
 from simulations.engine.stragglers import straggler_time
 from simulations.engine.timeline import comm_timeline
 
@@ -31,182 +34,7 @@ RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 BYTES_ACT = 2.0  # bf16 activations and activation gradients
 
 
-@dataclass(frozen=True)
-class Context:
-    """Scalars of one scenario (model, batch, GPU, fabric) shared by every layout."""
 
-    layers: int
-    hidden: float
-    heads: float
-    kv_heads: float
-    head_dim: float
-    q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
-    unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
-    dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
-    ffn: float
-    mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
-    vocab: float
-    seq: float
-    moe: bool
-    experts: float
-    top_k: float
-    expert_ffn: float
-    shared_experts: float
-    dense_layers: float
-    dense_ffn: float
-    global_batch: float
-    precision: str
-    tokens: float
-    gpus: float
-    gpn: float
-    gpu: GpuSpec
-    # fabric, per GPU
-    nic_bw_gpu: float  # bytes/s of NIC line rate per GPU x protocol efficiency
-    routing: str
-    qps: float  # queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION); 0 = the routing mode's default
-    domain: float  # GPUs per NVLink domain (8 HGX, 72 NVL72)
-    leaf_nodes: float  # nodes whose same-rail NICs share a leaf
-    pod_nodes: float  # nodes under one non-blocking pod (3-tier spine group)
-    oversub_leaf: float
-    oversub_spine: float
-    tiers: float
-    fabric: str
-    framework: str | None = None  # None = auto (per layout, frameworks.auto_choice)
-    sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
-    # calibration hooks (simulations.engine.calibration): multiplier on inter-node bandwidth per collective
-    # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
-    net_bw_scale: Mapping[str, float] = field(default_factory=dict)
-    net_alpha_s: float | None = None
-
-    @property
-    def peak(self) -> float:
-        return self.gpu.peak(self.precision)
-
-    @property
-    def elem_bytes(self) -> float:
-        return 1.0 if self.precision == "fp8" and self.gpu.peak_fp8_flops is not None else 2.0
-
-    @property
-    def net(self) -> cl.Net:
-        g = self.gpu
-        scale = {f"bw_scale_{k}": float(v) for k, v in self.net_bw_scale.items()}
-        return cl.Net(
-            domain=self.domain, job_nodes=max(self.gpus / self.domain, 1.0), leaf_nodes=self.leaf_nodes,
-            pod_nodes=self.pod_nodes, oversub_leaf=self.oversub_leaf, oversub_spine=self.oversub_spine,
-            tiers=self.tiers, fabric=self.fabric, routing=self.routing,
-            qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
-            nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
-            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s, **scale,
-        )
-
-
-def make_context(s: Scenario, gpu: GpuSpec) -> Context:
-    m, c, t = s.model, s.cluster, s.training
-    moe = m.moe
-    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF["infiniband"]
-    net = _fabric_numbers(s)
-    return Context(
-        layers=m.layers,
-        hidden=float(m.hidden),
-        heads=float(m.heads),
-        kv_heads=float(m.kv_heads),
-        head_dim=float(m.dim_head),
-        q_dim=float(m.heads * m.dim_head),
-        unfused_attn=(t.attention or gpu.default_attention) == "unfused",
-        dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
-        ffn=float(m.ffn_hidden),
-        mats=3.0 if m.gated_ffn else 2.0,
-        vocab=float(m.vocab),
-        seq=float(m.seq_len),
-        moe=moe is not None,
-        experts=float(moe.experts) if moe else 1.0,
-        top_k=float(moe.top_k) if moe else 1.0,
-        expert_ffn=float(moe.expert_ffn_hidden) if moe else 0.0,
-        shared_experts=float(moe.shared_experts) if moe else 0.0,
-        dense_layers=float(moe.dense_layers) if moe else float(m.layers),
-        dense_ffn=float(moe.dense_ffn_hidden) if moe else float(m.ffn_hidden),
-        global_batch=float(t.global_batch),
-        precision=t.precision,
-        tokens=t.tokens,
-        gpus=float(c.gpus),
-        gpn=float(min(c.gpus_per_node, c.gpus)),
-        gpu=gpu,
-        nic_bw_gpu=nic_bw,
-        routing=c.routing,
-        qps=float(getattr(c, "qps_per_connection", 0) or 0.0),
-        tiers=float(c.tiers),
-        fabric=c.fabric,
-        framework=getattr(t, "framework", None),
-        sharp=bool(getattr(c, "sharp", False)),
-        domain=net["domain"],
-        leaf_nodes=net["leaf_nodes"],
-        pod_nodes=net["pod_nodes"],
-        oversub_leaf=net["oversub_leaf"],
-        oversub_spine=net["oversub_spine"],
-    )
-
-
-def nic_rate(ctx: Context) -> float:
-    """Bytes/s per GPU the transport delivers: ``ctx.nic_bw_gpu`` (line rate x InfiniBand's efficiency) less
-    RoCE's extra framing, and less DCQCN's rate headroom unless the Ethernet fabric routes adaptively
-    (Spectrum-X-class fabrics pair adaptive routing with their own telemetry-based congestion control)."""
-    if ctx.fabric != "roce":
-        return ctx.nic_bw_gpu
-    return ctx.nic_bw_gpu * ROCE_FRAMING_EFF * (1.0 if ctx.routing == "adaptive" else DCQCN_HEADROOM_EFF)
-
-
-def _fabric_numbers(s: Scenario) -> dict[str, float]:
-    """NVLink domain, leaf and pod sizes and per-tier oversubscription from the scenario's topology."""
-    c = s.cluster
-    gpn = float(min(c.gpus_per_node, c.gpus))
-    topo = getattr(s, "topology", None)
-    if topo is not None:
-        dom = float(getattr(topo, "nvlink_domain_gpus", gpn) or gpn)
-        over = dict(getattr(topo, "oversubscription", {}) or {})
-        return {
-            "domain": dom,
-            "leaf_nodes": max(float(topo.nodes_per_leaf) * gpn / dom, 1e-9),
-            "pod_nodes": max(float(topo.pod_gpus) / dom, 1.0),
-            "oversub_leaf": float(over.get("leaf", 1.0)),
-            "oversub_spine": float(over.get("spine", 1.0)),
-        }
-    # no sized topology: reference 64-port switches (hardware.LEAF_NODES); a pod of k/2 = 32 leaves;
-    # the oversubscription sits above pod_gpus when given, at the leaf otherwise
-    leaf = hw.LEAF_NODES[c.topology]
-    jobs_nodes = c.gpus / gpn
-    pod_set = c.pod_gpus < c.gpus
-    return {
-        "domain": gpn,
-        "leaf_nodes": leaf,
-        "pod_nodes": c.pod_gpus / gpn if pod_set else min(32.0 * leaf, jobs_nodes),
-        "oversub_leaf": 1.0 if pod_set else c.oversubscription,
-        "oversub_spine": c.oversubscription if pod_set else 1.0,
-    }
-
-
-@dataclass
-class Layouts:
-    """Arrays (float64, equal length) of parallel layouts; recompute as codes 0/1/2, sp as 0/1."""
-
-    tp: Arr
-    pp: Arr
-    dp: Arr
-    cp: Arr
-    ep: Arr
-    vpp: Arr
-    mb: Arr
-    recompute: Arr
-    zero: Arr
-    sp: Arr
-
-    def __len__(self) -> int:
-        return int(self.tp.shape[0])
-
-    def take(self, idx: npt.NDArray[np.intp]) -> Layouts:
-        return Layouts(*(getattr(self, f)[idx] for f in LAYOUT_FIELDS))
-
-
-LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp")
 
 
 # ------------------------------------------------------------------------------------------ FLOP counts
@@ -288,25 +116,6 @@ def _mem_time(ctx: Context, nbytes: Arr) -> Arr:
 # -------------------------------------------------------------------------------------------- evaluate
 
 
-def _profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
-    """Framework profile fields per layout (``auto``: Megatron-Core with TP or PP, else FSDP; frameworks.py)."""
-    fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
-              "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
-              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers"}
-    fixed = profile(ctx.framework)
-    if fixed is not None:
-        return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}
-    mega, fsdp = PROFILES["megatron-core"], PROFILES["fsdp"]
-    is_mega = (lay.tp > 1) | (lay.pp > 1)
-    out = {k: np.where(is_mega, float(getattr(mega, a)), float(getattr(fsdp, a))) for k, a in fields.items()}
-    # ZeRO-2 asked for without naming a framework keeps its gradients sharded in memory; with TP/PP the
-    # reduction runs once per step (Megatron-Core's distributed optimizer, Meta's Llama 3 stack: fp32
-    # accumulation, one reduce-scatter per step), optimistic by the fp32 gradient buffer such stacks hold
-    # (docs/performance-model.md, limitations); pure data parallelism reduces at every micro-batch (FSDP)
-    out["zero2_shards"] = np.ones_like(lay.tp)
-    return out
-
-
 # -------------------------------------------------------------------------------------------- evaluate
 
 
@@ -318,7 +127,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     kvd = ctx.kv_heads * ctx.head_dim
     gpu = ctx.gpu
     net = ctx.net
-    prof = _profile_arrays(ctx, lay)
+    prof = profile_arrays(ctx, lay)
 
     placements: dict[str, cl.Placement] = {}
 
@@ -566,67 +375,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     step = n_micro * t_mb + bubble + dp_exposed + interf_dp + t_opt + t_strag
 
     # ---- memory per GPU (bottleneck = first stage, which holds the most in-flight micro-batches)
-    w_bytes = 2.0  # bf16 weights (fp8 casts are transient per layer); fp32 main grads; fp32 Adam states
-
-    def _states(n_par: Arr, group: Arr) -> Arr:
-        grads_sharded = (zero >= 3) | ((zero >= 2) & (prof["zero2_shards"] > 0.5))
-        return n_par * (w_bytes / np.where(zero >= 3, group, 1.0) + 4.0 / np.where(grads_sharded, group, 1.0)
-                        + 12.0 / np.where(zero >= 1, group, 1.0))
-
-    states = _states(params_gpu - expert_gpu, dpc) + _states(expert_gpu, edp)
-    zero3_buffers = np.where(zero >= 3, 3.0 * layer_p_gpu * 2.0, 0.0)
-    # activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE;
-    # attention scores are never stored (fused FlashAttention-style kernel), so no 5as^2 term)
-    # Replicated part (divided by t only with sequence parallelism): layernorm inputs 2 x 2h, the inputs of
-    # the QKV and FFN-in GEMMs 2 x 2h, and with hidden dropout two 1-byte masks (2h): 10h (Korthikanti),
-    # 8h without dropout. Sharded part: Q and the attention output 2 x 2qd, K and V 4gd, FFN as below.
-    # fp8 (Transformer Engine): the GEMMs keep their fp8-cast inputs for the weight gradient instead of the
-    # bf16 tensors - QKV and FFN-in inputs 1 B (-2h), FFN-out input 1 B (-f); the attention output stays
-    # bf16 for the fused attention backward and the output projection keeps its own fp8 copy (+qd).
-    fp8_act = ctx.elem_bytes == 1.0
-    rep_act = (8.0 + (2.0 if ctx.dropout else 0.0) - (2.0 if fp8_act else 0.0)) * h
-    ffn_act_dense = ((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * f_d
-    # MoE: the FFN part per active expert, plus each dispatched copy of the token (the experts' input,
-    # kept in the dispatch precision, 1 B with fp8 dispatch) and each expert output kept for the
-    # combine's backward (bf16)
-    ffn_act_moe = (((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * ctx.expert_ffn
-                   * (ctx.top_k + ctx.shared_experts)
-                   + (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h)
-    shard_act = (4.0 + (1.0 if fp8_act else 0.0)) * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
-    act_layer_tok = rep_act / sp_div + shard_act / tp
-    # selective recompute drops the tensors it regenerates, each term taken from the counts above: the
-    # layernorm outputs = the QKV and FFN-in GEMM inputs (2 x 2h, fp8 2 x 1h; LN inputs stay for the
-    # recompute and the LN backward), and the activation-function output = the FFN-out GEMM input
-    # (2f, fp8 1f; the FFN-in output it is computed from stays), per active expert in MoE layers
-    ln_out = (4.0 - (2.0 if fp8_act else 0.0)) * h
-    act_out = 2.0 - (1.0 if fp8_act else 0.0)
-    act_out_ffn = (1.0 - frac_moe) * act_out * f_d + frac_moe * act_out * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
-    sel_saved_tok = ln_out / sp_div + act_out_ffn / tp
-    # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per
-    # score: Korthikanti's 5as/t per token, unless the attention core is recomputed (selective / full)
-    scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
-    per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div,
-                              act_layer_tok + np.where(rc >= 1, -sel_saved_tok, scores_tok))
-    # First stage (rank 0), which holds the most in-flight micro-batches. 1F1B: pp micro-batches of its
-    # layers. Interleaved (v chunks): Megatron's warm-up of 2(pp-1) + (v-1)pp chunk-forwards plus one, i.e.
-    # 2pp-1 micro-batches of chunk 0 and pp of each other chunk (Korthikanti's factor 1 + (pp-1)/(pp v) when
-    # the chunks are equal). When the layers do not split evenly the first virtual stage takes the short
-    # share (Llama 3 paper Sec. 3.3.2: one layer fewer on the first and last stages; Megatron-Core
-    # --decoder-first-pipeline-num-layers), so chunk 0 holds floor(L/(pp v)) layers.
-    chunk = np.ceil(ctx.layers / (pp * vpp))
-    chunk0 = np.where(np.mod(ctx.layers, pp * vpp) > 0, np.floor(ctx.layers / (pp * vpp)), chunk)
-    chunk0 = np.maximum(chunk0, np.minimum(chunk, 1.0))
-    layer_mbs = np.where(vpp > 1, chunk0 * (2.0 * pp - 1.0) + chunk * (vpp - 1.0) * pp, chunk0 * pp)
-    act_stage_mb = m_tok * per_layer_full
-    working = np.where(rc >= 2, m_tok * (act_layer_tok + scores_tok), 0.0)
-    in_flight = layer_mbs * np.minimum(pp, n_micro) / pp
-    logits_mem = m_tok * ctx.vocab / tp * 4.0 * 2.0
-    act_mem = act_stage_mb * in_flight + working + np.where(pp > 1, 0.0, logits_mem)
-    mem = states + zero3_buffers + act_mem
+    mem = memory_per_gpu(ctx, lay, prof=prof, params_gpu=params_gpu, expert_gpu=expert_gpu, layer_p_gpu=layer_p_gpu,
+                         frac_moe=frac_moe, n_micro=n_micro, layers_stage=layers_stage)
     usable = usable_memory_bytes(gpu)
-    # last stage also holds the logits
-    last_stage = np.where(pp > 1, states + zero3_buffers + m_tok * layers_stage * per_layer_full + logits_mem, 0.0)
-    mem = np.maximum(mem, last_stage)
 
     model_flops, hw_flops = step_flops(ctx, rc)
     tokens_step = ctx.global_batch * ctx.seq
@@ -653,17 +404,6 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
 
 BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm_exposed", "optimizer",
                   "stragglers")
-
-
-# Datasheet HBM sizes are binary: an "80 GB" H100 has 81,559 MiB (85.5e9 bytes, nvidia-smi), a "40 GB"
-# A100 40,960 MiB, a "141 GB" H200 143,771 MiB. The catalog keeps the marketing figure; the bytes a job can
-# use are that figure in GiB less what the driver reserves (81,559 of 81,920 MiB on H100: 0.9956).
-HBM_BYTES_PER_CATALOG_GB = 2.0**30 / 1e9 * 0.9956
-
-
-def usable_memory_bytes(gpu: GpuSpec) -> float:
-    hbm = gpu.hbm_bytes * HBM_BYTES_PER_CATALOG_GB
-    return hbm * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * 1e9
 
 
 def divisors(n: int) -> list[int]:
