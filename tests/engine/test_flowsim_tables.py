@@ -7,12 +7,14 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scripts.fabric_tables import main as tables_main
 from simulations.engine.flowsim.tables import (
     TABLE_PATH,
     crossing_experiment,
+    crossing_share_array,
     crossing_share_table,
     load_tables,
     study_efficiency,
@@ -49,6 +51,10 @@ def test_lookups_interpolate_and_clamp(quick_table: Path) -> None:
     corners = [v for row in grid["mean"] for v in row]
     assert mid is not None and min(corners) <= mid <= max(corners)
     assert crossing_share_table("ecmp", 9.0, 64, path=p) == pytest.approx(grid["mean"][1][1])  # clamped
+    arr = crossing_share_array("ecmp", np.array([1.0, 0.75, 9.0]), np.array([1, 2, 64]), path=p)
+    assert arr is not None
+    assert arr.tolist() == pytest.approx([crossing_share_table("ecmp", x, f, path=p) for x, f in
+                                          ((1.0, 1), (0.75, 2), (9.0, 64))])
     assert crossing_share_table("pinned", 1.0, 1, path=p) is None  # not in the quick grid
     assert crossing_share_table("ecmp", 1.0, 1, pattern="scattered", path=p) is None
     rows = {(r["gpus"], r["routing"]): r["efficiency"]["p50"] for r in doc["studies"]["rows"]}

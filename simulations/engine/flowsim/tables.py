@@ -178,6 +178,42 @@ def crossing_share_table(routing: str, load: float, flows_per_nic: float, stat: 
     return float(v)
 
 
+@lru_cache(maxsize=16)
+def _grid_arrays(key: str, stat: str, path: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    idx = _crossing_index(path)
+    if idx is None or key not in idx:
+        return None
+    loads, flows, grid = idx[key]
+    return (np.asarray(loads, dtype=np.float64), np.log2(np.asarray(flows, dtype=np.float64)),
+            np.asarray(grid[stat], dtype=np.float64))
+
+
+def _axis(xs: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if xs.size == 1:
+        zero = np.zeros(x.shape, dtype=np.int64)
+        return zero, zero, np.zeros(x.shape)
+    i = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, xs.size - 2)
+    a = np.clip((x - xs[i]) / (xs[i + 1] - xs[i]), 0.0, 1.0)
+    return i, i + 1, a
+
+
+def crossing_share_array(routing: str, load: Any, flows_per_nic: Any, stat: str = "mean",
+                         pattern: str = "aligned", path: str | None = None) -> np.ndarray | None:
+    """Vectorised :func:`crossing_share_table` (broadcasting ``load`` and ``flows_per_nic``); None without a
+    table or for a routing mode it does not hold."""
+    arrays = _grid_arrays(f"{pattern}:{routing}", stat, path)
+    if arrays is None:
+        return None
+    loads, lflows, vals = arrays
+    x, f = np.broadcast_arrays(np.asarray(load, dtype=np.float64),
+                               np.log2(np.maximum(1.0, np.asarray(flows_per_nic, dtype=np.float64))))
+    i0, i1, a = _axis(loads, x)
+    j0, j1, b = _axis(lflows, f)
+    out: np.ndarray = ((1 - a) * (1 - b) * vals[i0, j0] + a * (1 - b) * vals[i1, j0]
+                       + (1 - a) * b * vals[i0, j1] + a * b * vals[i1, j1])
+    return out
+
+
 def study_efficiency(*, fabric: str, topology: str, gpus: int, oversubscription: float, routing: str,
                      traffic: str = "ring-allreduce", placement: str = "packed", stat: str = "p50",
                      path: str | None = None) -> float | None:
