@@ -125,7 +125,7 @@ def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = Non
     prices_raw = costs.get("prices") or {}
     if not isinstance(prices_raw, Mapping):
         raise _err("costs.prices", "must be an object of catalog key -> unit price (USD)")
-    cat_keys = catalog if catalog is not None else _all_items()
+    cat_keys = (catalog if catalog is not None else _all_items()) if prices_raw else {}
     prices: dict[str, FloatLike] = {}
     for key, value in prices_raw.items():
         if key not in cat_keys:

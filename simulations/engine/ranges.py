@@ -12,11 +12,11 @@ checks every range here, builds the scenario at the ``likely`` values and keeps 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from simulations.engine.bounds import MAX_RANGES, check_field, check_number, check_work
 from simulations.engine.errors import ScenarioError
 
 RANGE_KEYS = {"low", "likely", "high", "dist"}
@@ -52,9 +52,16 @@ def is_range(value: Any) -> bool:
 
 
 def _num(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
-        raise ScenarioError(field, f"must be a finite number, got {value!r}")
-    return float(value)
+    """A range end, checked against the bound of its field (:mod:`.bounds`; ``<field>.low`` has ``<field>``'s)."""
+    base, _, end = field.rpartition(".")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(field, f"must be a number, got {value!r}")
+    try:
+        return float(check_field(value, base))  # the error names the ranged field, as for a plain number
+    except LookupError:  # a field with no numeric bound: finite is all that can be said
+        return check_number(value, field)
+    except ScenarioError as exc:
+        raise ScenarioError(base, f"range {end}: {exc.message}") from exc
 
 
 def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: str = "triangular") -> Range:
@@ -83,6 +90,9 @@ def _default_dist(scenario: Mapping[str, Any]) -> str:
     for key in unc:
         if key not in UNCERTAINTY_KEYS:
             raise ScenarioError(f"uncertainty.{key}", f"unknown key; allowed: {', '.join(sorted(UNCERTAINTY_KEYS))}")
+    for key in ("samples", "seed", "bins"):
+        if key in unc:
+            check_field(unc[key], f"uncertainty.{key}")
     dist = unc.get("distribution", "triangular")
     if dist not in DISTRIBUTIONS:
         raise ScenarioError("uncertainty.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
@@ -105,6 +115,7 @@ def find_ranges(scenario: Mapping[str, Any]) -> dict[str, Range]:
     for section in SECTIONS:
         if section in scenario and scenario[section] is not None:
             walk(scenario[section], (section,))
+    check_work("ranges", len(found), MAX_RANGES, "scenario", hint="pin some inputs to single values")
     return found
 
 

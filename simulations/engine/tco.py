@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from simulations.engine import uncertainty
+from simulations.engine.bounds import check_int
 from simulations.engine.catalog import Catalog
 from simulations.engine.costing import (  # noqa: F401 - re-exported: public names of this module before the split
     CATEGORIES,
@@ -91,8 +92,8 @@ def tco(scenario: Mapping[str, Any], catalog: Catalog | None = None, monte_carlo
     """
     if not isinstance(scenario, Mapping):
         raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
-    if isinstance(monte_carlo, bool) or not isinstance(monte_carlo, int) or monte_carlo < 0:
-        raise ScenarioError("monte_carlo", f"must be a non-negative integer, got {monte_carlo!r}")
+    monte_carlo = check_int(monte_carlo, "params.monte_carlo")
+    seed = check_int(seed, "params.seed")
     s = parse_scenario(scenario, catalog)  # the one parser: ranges, costs, fabric and layout checks
     ranges = s.ranges
     params = s.cost_params if s.cost_params is not None else resolve_costs(None, catalog)

@@ -31,10 +31,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simulations.engine import bounds
+from simulations.engine.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
+from simulations.engine.budget import checkpoint
 from simulations.engine.catalog import Catalog
 from simulations.engine.costing import evaluate, perf_point
 from simulations.engine.costs import CostParams, resolve_costs
-from simulations.engine.errors import ScenarioError
 from simulations.engine.ranges import (  # noqa: F401 - re-exported (public names of this module before the split)
     DISTRIBUTIONS,
     PERF_SECTIONS,
@@ -50,7 +52,7 @@ from simulations.engine.ranges import (  # noqa: F401 - re-exported (public name
     set_path,
 )
 
-MAX_PERF_POINTS = 125
+MAX_PERF_POINTS = bounds.MAX_PERF_POINTS  # distinct performance points of one Monte Carlo
 
 Arr = npt.NDArray[np.float64]
 
@@ -83,8 +85,7 @@ def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
 def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, samples: int = 10000, seed: int = 0,
                 ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> dict[str, Any]:
     """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws."""
-    if samples < 1:
-        raise ScenarioError("monte_carlo", f"must be >= 1, got {samples}")
+    samples = check_int(samples, "params.monte_carlo", lo=1)
     ranges = find_ranges(scenario) if ranges is None else ranges
     rng = np.random.default_rng(seed)
     draws = {name: sample(ranges[name], samples, rng) for name in sorted(ranges)}
@@ -125,6 +126,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
         inverse = np.asarray(inverse).reshape(-1)
         cache: dict[tuple[float | int, ...], Any] = {}
         for c, combo in enumerate(combos):
+            checkpoint()
             values = tuple(reps[j][int(combo[j])] for j in range(dims))
             if values not in cache:
                 doc = copy.deepcopy(base)
@@ -228,7 +230,10 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
         return float(np.asarray(summary["run_cost_usd"]))
 
     rows: list[dict[str, Any]] = []
+    check_work("sensitivity inputs", len(inputs), MAX_SENSITIVITY_INPUTS, "scenario",
+               hint="pin some inputs to single values")
     for name, (r, origin) in inputs.items():
+        checkpoint()
         lo_v, hi_v = r.value(r.low), r.value(r.high)
         lo_c, hi_c = run_cost(r, lo_v), run_cost(r, hi_v)
         rows.append({
