@@ -41,8 +41,11 @@ Arr = npt.NDArray[np.float64]
 # Per protocol: (fraction of link bandwidth carried, fixed launch/sync latency per collective [s],
 # extra latency per network hop [s], extra per NVLink hop [s]). LL: 4 of 8 bytes are flags; LL128: 120/128;
 # Simple: full rate with fence-based synchronisation (~6 us per sync point, "Demystifying NCCL",
-# arXiv 2507.04786). Base latencies are of the order of NCCL's tuning table (4-10 us) and reproduce the
-# ~20-30 us small-message all-reduce of 2-16 node nccl-tests runs (NVIDIA/nccl-tests issues 212, 290).
+# arXiv 2507.04786). Base latencies are of the order of NCCL's own tuning table (4-12 us per collective).
+# Resulting small-message all-reduce: 19 us on 8 H100 (one node), 24 us on 2 nodes, 48 us on 16 nodes,
+# 70 us on 128 nodes; large messages reach the measured bus bandwidths (480 GB/s NVLS in a node, 8 x 47.5 GB/s
+# across NDR nodes: nccl-tests #212, #290). Alltoall cannot aggregate several NICs (nccl-tests #267): each
+# rank's inter-node share goes through its own NIC, as modelled below.
 PROTOCOLS = {
     "LL": (0.50, 5.0e-6, 0.0, 0.0),
     "LL128": (0.94, 8.0e-6, 0.5e-6, 0.3e-6),
