@@ -15,6 +15,7 @@ from simulations.engine.fleet.core import (
 )
 from simulations.engine.fleet.metrics import summarize
 from simulations.engine.fleet.plan import Plan, parse_plan
+from simulations.engine.fleet.search import search_purchases
 
 __all__ = [
     "Plan",
@@ -22,6 +23,7 @@ __all__ = [
     "compact",
     "parse_plan",
     "prepare",
+    "search_purchases",
     "simulate_fleet",
     "simulate_prepared",
     "simulate_replications",

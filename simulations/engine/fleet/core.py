@@ -102,7 +102,7 @@ def simulate_prepared(prep: Prepared, seed: int = 0) -> dict[str, Any]:
     rng_fail = np.random.Generator(np.random.PCG64(fail_seed))
     spec = [(c.spec.gpus, c.gpus_per_node, max(1, c.spec.pod_gpus // c.gpus_per_node),
              -(-c.reserved_gpus // c.gpus_per_node), c.in_service_day, c.retire_day) for c in prep.clusters]
-    fifo = p.policy.name != "priority"
+    fifo = p.policy.name == "fifo"  # priority and backfill order the queue by priority, then submit time
     sim = Fleet(float(p.horizon_days), spec, p.policy.name, p.policy.preemption, p.policy.backfill_depth,
                 p.failures.repair_days if p.failures.enabled else 0.0, rng_fail, prep.option_for)
     unschedulable = 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from simulations.engine.catalog import Catalog
@@ -58,6 +58,7 @@ class JobOption:
     interval_days: float  # tau: compute between checkpoints (Daly); inf when failures are off
     restart_days: float
     tokens: float
+    expected_days: float = 0.0  # expected wall time: work / goodput fraction, plus repair stalls without spares
 
 
 def _counts_per_gpu(cluster: FleetCluster, catalog: Catalog | None, field: str) -> dict[str, float]:
@@ -116,8 +117,12 @@ def make_option(cluster_index: int, cluster: FleetCluster, rel: ClusterReliabili
     rate = rel.rate_per_gpu_day * held
     delta = checkpoint_days(rel, failures, params, nodes) if rate > 0 else 0.0
     tau = float(daly_interval_s(delta * 86400.0, 86400.0 / rate)) / 86400.0 if rate > 0 else math.inf
-    return JobOption(cluster_index, nodes, held, work_days, rate, rel.hardware_share, delta, tau,
-                     rel.restart_days if rate > 0 else 0.0, tokens)
+    opt = JobOption(cluster_index, nodes, held, work_days, rate, rel.hardware_share, delta, tau,
+                    rel.restart_days if rate > 0 else 0.0, tokens)
+    wall = work_days / max(goodput_fraction(opt), 1e-9)
+    if nodes >= cluster.training_gpus // gpn:  # no spare node: each hardware fault waits for its repair
+        wall += wall * rate * rel.hardware_share * failures.repair_days
+    return replace(opt, expected_days=wall)
 
 
 def goodput_fraction(opt: JobOption) -> float:

@@ -95,10 +95,11 @@ class Fleet(Sim):
                 self.begin_restart(job, t)
 
     def order(self, job: Job) -> list[int]:
-        """Clusters to try: fastest run first (named jobs), else plan order."""
+        """Clusters to try: soonest expected finish first (named jobs: run time, failures, repair stalls when the
+        job leaves no spare node), else plan order."""
         cs = [c for c in job.elig if self.up[c]]
         if len(cs) > 1 and job.stream < 0:
-            cs.sort(key=lambda c: (job.options[c].work_days, c))
+            cs.sort(key=lambda c: (job.options[c].expected_days, c))
         return cs
 
     def nodes(self, job: Job, c: int) -> int:
@@ -176,6 +177,9 @@ class Fleet(Sim):
         else:
             blocked.update(job.elig)
 
+    def _max_free(self, blocked: set[int]) -> int:
+        return max((self.free[c] * self.gpn[c] for c in range(self.C) if c not in blocked), default=0)
+
     def full_pass(self, t: float) -> None:
         self._ends = {}
         blocked: set[int] = set()
@@ -184,14 +188,25 @@ class Fleet(Sim):
         scanned = 0
         i = 0
         q = self.queue
+        smallest = min(self.sizes) if self.sizes else 0
+        max_free = self._max_free(blocked)
+        backfill = self.policy == "backfill"
         while i < len(q):
-            if len(blocked) >= up or scanned >= self.depth or not (self.preemption or any(self.free)):
+            if len(blocked) >= up or scanned >= self.depth:
                 break
+            if not self.preemption and max_free < smallest:
+                break  # no waiting job fits in what is free anywhere: nothing more can start in this pass
             job = self.jobs[q[i][1]]
-            if self.try_start(job, t, blocked, res) or (self.preemption and self.preempt_for(job, t, blocked)):
+            # a job larger than the most free GPUs on any cluster cannot start now (whole nodes only make it worse)
+            if (job.gpus <= max_free and self.try_start(job, t, blocked, res)) or (
+                    self.preemption and self.preempt_for(job, t, blocked)):
                 del q[i]
+                max_free = self._max_free(blocked)
                 continue
-            self.block(job, t, blocked, res)
+            if not backfill or len(res) < up:
+                self.block(job, t, blocked, res)
+                if not backfill:
+                    max_free = self._max_free(blocked)
             scanned += 1
             i += 1
         self.last_blocked, self.last_res = blocked, res

@@ -129,6 +129,7 @@ class Sim:
         self.last_blocked: set[int] = set()
         self.last_res: dict[int, tuple[float, int]] = {}
         self._now = 0.0  # time of the event being processed
+        self.sizes: dict[int, int] = {}  # GPUs asked -> waiting jobs (the smallest bounds every scheduling pass)
         self._ends: dict[int, list[tuple[float, int]]] = {}  # per scheduling pass: expected ends per cluster
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -243,6 +244,7 @@ class Sim:
         job.enq = t
         job.visits += 1
         bisect.insort(self.queue, (job.key, job.id))
+        self.sizes[job.gpus] = self.sizes.get(job.gpus, 0) + 1
         for c in job.elig:
             self.waiting_on[c] += 1
         self.log(t, self.C, QUEUE, 1.0)
@@ -251,6 +253,11 @@ class Sim:
 
     def dequeue(self, job: Job, t: float) -> None:
         job.queue_time += t - job.enq
+        left = self.sizes[job.gpus] - 1
+        if left:
+            self.sizes[job.gpus] = left
+        else:
+            del self.sizes[job.gpus]
         for c in job.elig:
             self.waiting_on[c] -= 1
         self.log(t, self.C, QUEUE, -1.0)
