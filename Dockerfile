@@ -29,6 +29,8 @@ COPY pyproject.toml README.md* ./
 COPY manage.py ./
 COPY planner ./planner
 COPY accounts ./accounts
+COPY planning ./planning
+COPY portal ./portal
 COPY simulations ./simulations
 RUN pip install .
 

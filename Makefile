@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run setup test test-unit test-integration lint bench fuzz validation clean
+.PHONY: install run setup test test-unit test-integration lint bench fuzz validation clean fabric-tables
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ test-integration: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy planner accounts simulations
+	$(VENV)/bin/mypy planner accounts planning simulations portal
 
 bench: install
 	$(PY) benchmarks/run_all.py
@@ -46,6 +46,10 @@ fuzz: install
 
 validation: install
 	$(PY) manage.py validation_report
+
+# Simulated routing/congestion tables read by the performance model (flow-level simulator, issue #13)
+fabric-tables: install
+	$(PY) scripts/fabric_tables.py
 
 clean:
 	rm -rf var test-artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -56,7 +56,7 @@ def ms(values: list[float]) -> str:
 
 def seed() -> dict[str, Any]:
     from accounts.models import Membership, Team, User
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
 
     planning.catalog_load_default()

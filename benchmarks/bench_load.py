@@ -79,7 +79,7 @@ def seed(n_runs: int = 200) -> dict[str, Any]:
     with contextlib.suppress(Exception):  # Redis cache in full mode: no table needed
         call_command("createcachetable", verbosity=0)
     from accounts.models import ApiToken
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations.models import Report, SimulationRun
     from tests.security.seed import CLUSTER, seed_world
 

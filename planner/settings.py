@@ -87,9 +87,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "csp",
     "accounts",
-    "planner.planning",
+    "planning",
     "simulations",
-    "planner.portal",
+    "portal",
 ]
 
 MIDDLEWARE = [
@@ -266,7 +266,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]",
     "ENUM_NAME_OVERRIDES": {
-        "CatalogItemKindEnum": "planner.planning.models.CATALOG_KIND_CHOICES",
+        "CatalogItemKindEnum": "planning.models.CATALOG_KIND_CHOICES",
         "RunKindEnum": "simulations.models.RunKind",
     },
 }

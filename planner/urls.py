@@ -12,5 +12,5 @@ urlpatterns = [
     path("api/v1/", include(("planner.api.urls", "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
-    path("", include("planner.portal.urls")),
+    path("", include("portal.urls")),
 ]

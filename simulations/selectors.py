@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 from rest_framework import exceptions
 
-from planner.planning.selectors import _teams
+from planning.selectors import _teams
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
 
 

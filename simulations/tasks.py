@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import chord, group, shared_task
+from celery import shared_task
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
@@ -51,15 +51,6 @@ def finalize_sweep(_results: Any = None, sweep_id: int | None = None) -> dict[st
         return {}
     sweep = services.sweep_refresh(sweep_id=sweep_id)
     return {"sweep": sweep_id, "status": sweep.status}
-
-
-def dispatch_sweep(*, sweep_id: int, run_ids: list[int]) -> None:
-    """Fan the children out as a chord on the simulations queue (callback on default)."""
-    header = group(execute_run.si(run_id).set(queue="simulations") for run_id in run_ids)
-    try:
-        chord(header)(finalize_sweep.s(sweep_id=sweep_id).set(queue="default"))
-    except NotImplementedError:  # result backend without chord support: children still aggregate
-        header.apply_async()
 
 
 @shared_task(name="simulations.reap_stuck_runs", acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2,

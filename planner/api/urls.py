@@ -3,17 +3,23 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from accounts.api import ApiTokenViewSet, MeView, TeamViewSet
-from planner.planning.api.views import (
+from accounts.api.views import ApiTokenViewSet, MeView, TeamViewSet
+from planning.api.views import (
     CatalogItemViewSet,
     CatalogVersionViewSet,
     CatalogViewSet,
     FleetViewSet,
     ObjectChangeViewSet,
-    ScenarioViewSet,
     WorkloadViewSet,
 )
-from simulations.api.views import PreviewView, ReEvaluationViewSet, ReportViewSet, RunViewSet, SweepViewSet
+from simulations.api.views import (
+    PreviewView,
+    ReEvaluationViewSet,
+    ReportViewSet,
+    RunViewSet,
+    ScenarioRunViewSet,
+    SweepViewSet,
+)
 
 router = DefaultRouter()
 router.register("teams", TeamViewSet, basename="team")
@@ -23,7 +29,7 @@ router.register("catalog-versions", CatalogVersionViewSet, basename="catalogvers
 router.register("catalog-items", CatalogItemViewSet, basename="catalogitem")
 router.register("fleets", FleetViewSet, basename="fleet")
 router.register("workloads", WorkloadViewSet, basename="workload")
-router.register("scenarios", ScenarioViewSet, basename="scenario")
+router.register("scenarios", ScenarioRunViewSet, basename="scenario")
 router.register("runs", RunViewSet, basename="run")
 router.register("sweeps", SweepViewSet, basename="sweep")
 router.register("reports", ReportViewSet, basename="report")

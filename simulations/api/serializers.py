@@ -7,8 +7,8 @@ from typing import Any
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from planner.planning.api.fields import ScopedPrimaryKeyRelatedField
-from planner.planning.models import CatalogVersion, Scenario
+from planning.api.fields import ScopedPrimaryKeyRelatedField
+from planning.models import CatalogVersion, Scenario
 from simulations.models import ReEvaluation, Report, RunKind, SimulationRun, Sweep
 
 

@@ -18,10 +18,10 @@ from rest_framework.views import APIView
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability, visible_team_ids
-from planner.planning import services as planning
-from planner.planning.api.errors import HostileInputMixin
-from planner.planning.api.views import ServiceModelViewSet
-from planner.planning.models import Scenario
+from planner.api.viewsets import ServiceModelViewSet
+from planning import services as planning
+from planning.api.views import ScenarioViewSet
+from planning.models import Scenario
 from simulations import reports, selectors, services
 from simulations.api.serializers import (
     CompareResponseSerializer,
@@ -73,7 +73,32 @@ def submit_sweep_response(request: Request, *, scenario: Scenario, data: Any) ->
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-class RunViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class ScenarioRunViewSet(ScenarioViewSet):
+    """Scenarios (the planning API) plus ``run`` / ``sweep``, which answer 202 and the new run's URL.
+
+    The planning app knows nothing of runs; this subclass, registered at ``/scenarios/``, adds them.
+    """
+
+    action_capabilities = {**ScenarioViewSet.action_capabilities, "run": Capability.PLAN, "sweep": Capability.PLAN}
+
+    @extend_schema(
+        request=RunSubmitForScenarioSerializer,
+        responses={202: SimulationRunSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def run(self, request: Request, pk: Any = None) -> Response:
+        return submit_run_response(request, scenario=self.get_object(), data=request.data)
+
+    @extend_schema(
+        request=SweepForScenarioSerializer,
+        responses={202: SweepSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def sweep(self, request: Request, pk: Any = None) -> Response:
+        return submit_sweep_response(request, scenario=self.get_object(), data=request.data)
+
+
+class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                  mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Simulation runs. POST queues one (202 + URL; 200 with ``reused`` when an identical result exists)."""
 
@@ -129,7 +154,7 @@ class RunViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixi
         return file_response(reports.export_run_line_items(run=run, fmt=request.query_params.get("fmt", "csv")))
 
 
-class SweepViewSet(HostileInputMixin, TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Parameter sweeps over a scenario; runs are at ``/runs/?sweep=<id>``."""
 
@@ -240,7 +265,7 @@ class ReportViewSet(ServiceModelViewSet):
         return file_response(reports.export_report(report=report, fmt=request.query_params.get("fmt", "csv")))
 
 
-class ReEvaluationViewSet(HostileInputMixin, TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
+class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     """Scheduled re-evaluations of watched scenarios: what changed and how the figures moved."""
 
     queryset = ReEvaluation.objects.select_related("scenario").order_by("-created_at", "-id")
@@ -249,7 +274,7 @@ class ReEvaluationViewSet(HostileInputMixin, TeamScopedViewSetMixin, viewsets.Re
     ordering_fields = ("created_at", "completed_at")
 
 
-class PreviewView(HostileInputMixin, APIView):
+class PreviewView(APIView):
     """Synchronous quick prediction for live form estimates (no run is stored)."""
 
     permission_classes = (IsAuthenticated,)

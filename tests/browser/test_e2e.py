@@ -86,7 +86,7 @@ def _sign_in(browser: Any, base: str, username: str) -> Any:
 
 def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: Any, team: Any,
                                    celery_worker_factory: Any, purge_broker: Any) -> None:
-    from planner.planning import services
+    from planning import services
 
     services.catalog_load_default()
     planner = make_user("planner", team=team, username="pat-planner")

@@ -22,7 +22,7 @@ CLUSTER = {"gpu": "A100-80GB", "gpus": 32, "gpus_per_node": 8, "nics_per_node": 
 
 @pytest.fixture
 def default_catalog(db: Any) -> Any:
-    from planner.planning import services
+    from planning import services
 
     return services.catalog_load_default().catalog
 
@@ -35,7 +35,7 @@ def planner_user(make_user: Callable[..., Any], team: Any) -> Any:
 @pytest.fixture
 def world(default_catalog: Any, make_user: Callable[..., Any], team: Any, other_team: Any) -> dict[str, Any]:
     """Team X (one user per role) and team Y (an admin), each with a fleet, workload and two scenarios."""
-    from planner.planning import services
+    from planning import services
 
     users = {role: make_user(role, team) for role in ("viewer", "planner", "finance", "admin")}
     other_admin = make_user("admin", other_team)
@@ -98,7 +98,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, An
         calls.append((kind, document))
         return fake_result(kind, document, catalog, params)
 
-    monkeypatch.setattr(services, "_engine_call", call)
+    monkeypatch.setattr(services.execution, "compute", call)
     return calls
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_load_default_is_idempotent(default_catalog) -> None:
-    from planner.planning import services
+    from planning import services
     from simulations.engine.catalog import default_catalog as engine_default
 
     again = services.catalog_load_default()
@@ -49,7 +49,7 @@ def test_edit_creates_new_version_and_keeps_old(world, api_client_for) -> None:
 
 
 def test_add_and_delete_items_make_versions(world) -> None:
-    from planner.planning import services
+    from planning import services
 
     catalog = world["x"]["catalog"]
     user = world["users"]["admin"]
@@ -67,7 +67,7 @@ def test_add_and_delete_items_make_versions(world) -> None:
 
 
 def test_scenario_pins_or_follows_latest(world) -> None:
-    from planner.planning import services
+    from planning import services
 
     x = world["x"]
     user = world["users"]["admin"]
@@ -88,7 +88,7 @@ def test_scenario_pins_or_follows_latest(world) -> None:
 
 
 def test_delete_version_in_use_is_refused_with_dependents(world, api_client_for) -> None:
-    from planner.planning import services
+    from planning import services
 
     x = world["x"]
     admin = world["users"]["admin"]
@@ -145,7 +145,7 @@ def test_csv_import_items_all_or_nothing(world, api_client_for) -> None:
 
 
 def test_csv_import_fleets_all_or_nothing(world, api_client_for) -> None:
-    from planner.planning.models import Fleet
+    from planning.models import Fleet
 
     client = api_client_for(world["users"]["planner"])
     count = Fleet.objects.count()
@@ -200,8 +200,8 @@ def test_invalid_fields_are_named(world, api_client_for) -> None:
 
 
 def test_transaction_rolls_back_partial_writes(world, monkeypatch) -> None:
-    from planner.planning import changelog, services
-    from planner.planning.models import CatalogVersion
+    from planning import changelog, services
+    from planning.models import CatalogVersion
 
     catalog = world["x"]["catalog"]
     count = CatalogVersion.objects.filter(catalog=catalog).count()

@@ -15,7 +15,7 @@ def _fleet(client) -> int:
 
 
 def test_stale_if_match_is_412_and_nothing_changes(make_user, api_client_for) -> None:
-    from planner.planning.models import Fleet
+    from planning.models import Fleet
 
     alice = make_user("planner")
     bob = make_user("planner", team=alice.test_team)

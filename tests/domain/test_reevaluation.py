@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def watched(world, finished_run) -> Any:
-    from planner.planning import services as planning
+    from planning import services as planning
 
     x = world["x"]
     admin = world["users"]["admin"]
@@ -58,7 +58,7 @@ def test_nothing_changed_means_no_reevaluation(watched) -> None:
 
 def test_catalog_price_change_reevaluates_once_with_diff(world, watched, fake_engine, django_capture_on_commit_callbacks,
                                                          monkeypatch) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services, tasks
     from simulations.models import ReEvaluation
 
@@ -89,19 +89,19 @@ def test_catalog_price_change_reevaluates_once_with_diff(world, watched, fake_en
 
 
 def test_fleet_and_engine_changes_trigger(world, watched, monkeypatch) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
 
     planning.fleet_update(fleet=world["x"]["fleet"], user=world["users"]["admin"], nic_gbps=400)
     needed, reasons, _ = services.scenario_needs_reevaluation(scenario=watched)
     assert needed and any("fleet" in r for r in reasons)
-    monkeypatch.setattr(services, "engine_version", lambda: "99.0.0")
+    monkeypatch.setattr(services.reevaluation, "engine_version", lambda: "99.0.0")
     needed, reasons, _ = services.scenario_needs_reevaluation(scenario=watched)
     assert any("engine" in r for r in reasons)
 
 
 def test_webhook_is_signed_and_retried(world, watched, fake_engine, receiver, monkeypatch) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services, tasks
 
     team = world["team"]
@@ -136,7 +136,7 @@ def test_webhook_is_signed_and_retried(world, watched, fake_engine, receiver, mo
 
 
 def test_reevaluations_api(world, watched, fake_engine, api_client_for, monkeypatch) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services, tasks
 
     monkeypatch.setattr(tasks.execute_run, "apply_async", lambda args, **kw: None)
@@ -169,7 +169,7 @@ def test_reevaluate_command_queues_changed_scenarios_and_waits(world, watched, f
 
     from django.core.management import call_command
 
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services, tasks
 
     # Stand in for the worker: execute the run as soon as it is enqueued.

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def three_runs(world, finished_run) -> list[Any]:
-    from planner.planning import services as planning
+    from planning import services as planning
 
     x = world["x"]
     user = world["users"]["planner"]

@@ -33,7 +33,7 @@ def test_real_engine_predict_run_end_to_end(world) -> None:
 
 
 def test_fleet_scenario_document_comes_from_fleet_and_catalog(world) -> None:
-    from planner.planning import services
+    from planning import services
 
     doc = services.scenario_document(scenario=world["x"]["fleet_scenario"])
     assert doc["cluster"]["gpus"] == 32 and doc["cluster"]["gpu"] == "A100-80GB"
@@ -64,7 +64,7 @@ def test_identical_input_reuses_stored_result_unless_forced(world, fake_engine, 
 
 
 def test_hash_changes_with_catalog_values(world, fake_engine) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
 
     x = world["x"]
@@ -89,7 +89,7 @@ def test_claim_is_compare_and_set(world, fake_engine) -> None:
     SimulationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=2))
     done = services.run_execute(run_id=run.pk)
     assert done.status == "succeeded" and done.attempts == 2
-    assert services._finish(run.pk, token, status="failed") is False
+    assert services.execution._finish(run.pk, token, status="failed") is False
     run.refresh_from_db()
     assert run.status == "succeeded" and run.result is not None
 
@@ -97,7 +97,7 @@ def test_claim_is_compare_and_set(world, fake_engine) -> None:
 def test_saving_an_invalid_scenario_is_refused_naming_the_field(world) -> None:
     from rest_framework.exceptions import ValidationError
 
-    from planner.planning import services as planning
+    from planning import services as planning
 
     x = world["x"]
     user = world["users"]["planner"]
@@ -110,7 +110,7 @@ def test_saving_an_invalid_scenario_is_refused_naming_the_field(world) -> None:
 
 
 def test_domain_error_fails_run_with_field_and_no_result(world) -> None:
-    from planner.planning.models import Scenario
+    from planning.models import Scenario
     from simulations import services
 
     x = world["x"]
@@ -130,7 +130,7 @@ def test_unexpected_error_fails_run_without_half_result(world, monkeypatch) -> N
     def broken(*args: Any) -> dict[str, Any]:
         raise KeyError("oops")
 
-    monkeypatch.setattr(services, "_engine_call", broken)
+    monkeypatch.setattr(services.execution, "compute", broken)
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="predict")
     done = services.run_execute(run_id=run.pk)
     assert done.status == "failed" and done.result is None and "KeyError" in done.error
@@ -144,7 +144,7 @@ def test_transient_error_releases_run_for_retry(world, monkeypatch) -> None:
     def flaky(*args: Any) -> dict[str, Any]:
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(services, "_engine_call", flaky)
+    monkeypatch.setattr(services.execution, "compute", flaky)
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="predict")
     with pytest.raises(OperationalError):
         services.run_execute(run_id=run.pk)
@@ -177,7 +177,7 @@ def test_cancel_while_running_stops_without_result(world, monkeypatch) -> None:
         SimulationRun.objects.filter(status="running").update(status="cancelled")
         return {"step_time_s": 1.0}
 
-    monkeypatch.setattr(services, "_engine_call", cancel_midway)
+    monkeypatch.setattr(services.execution, "compute", cancel_midway)
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="predict")
     done = services.run_execute(run_id=run.pk)
     assert done.status == "cancelled" and done.result is None
@@ -284,7 +284,7 @@ def test_reaper_requeues_stuck_runs(world, fake_engine, monkeypatch) -> None:
 
 
 def test_preview_is_fast_and_names_bad_fields(world, api_client_for) -> None:
-    from planner.planning import services as planning
+    from planning import services as planning
 
     client = api_client_for(world["users"]["viewer"])
     doc = planning.scenario_document(scenario=world["x"]["scenario"])

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _save(team: Any, user: Any, **overrides: Any) -> Any:
-    from planner.planning import services
+    from planning import services
 
     fields: dict[str, Any] = {
         "name": "GPT on 32 A100", "description": "builder", "workload_name": "GPT-1.7B",
@@ -26,8 +26,8 @@ def _save(team: Any, user: Any, **overrides: Any) -> Any:
 
 
 def test_creates_workload_and_scenario(team: Any, planner_user: Any, default_catalog: Any) -> None:
-    from planner.planning import services
-    from planner.planning.models import ObjectChange
+    from planning import services
+    from planning.models import ObjectChange
 
     s = _save(team, planner_user, watched=True, uncertainty={"distribution": "pert"},
               costs={"usd_per_kwh": {"low": 0.06, "likely": 0.08, "high": 0.12}})
@@ -40,7 +40,7 @@ def test_creates_workload_and_scenario(team: Any, planner_user: Any, default_cat
 
 
 def test_invalid_document_writes_nothing(team: Any, planner_user: Any, default_catalog: Any) -> None:
-    from planner.planning.models import Scenario, Workload
+    from planning.models import Scenario, Workload
 
     with pytest.raises(ValidationError) as exc:
         _save(team, planner_user, model={**MODEL, "heads": 23})
@@ -57,13 +57,13 @@ def test_invalid_document_writes_nothing(team: Any, planner_user: Any, default_c
 def test_rolls_back_the_workload_when_the_scenario_write_fails(
     team: Any, planner_user: Any, default_catalog: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from planner.planning import services
-    from planner.planning.models import Workload
+    from planning import services
+    from planning.models import Workload
 
     def boom(**_: Any) -> Any:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(services, "scenario_create", boom)
+    monkeypatch.setattr(services.scenarios, "scenario_create", boom)
     with pytest.raises(RuntimeError):
         _save(team, planner_user)
     assert not Workload.objects.exists()
@@ -80,7 +80,7 @@ def test_update_edits_the_workload_in_place(team: Any, planner_user: Any, defaul
 
 
 def test_update_does_not_change_a_shared_workload(team: Any, planner_user: Any, default_catalog: Any) -> None:
-    from planner.planning import services
+    from planning import services
 
     s = _save(team, planner_user)
     other = services.scenario_create(team=team, user=planner_user, name="other", workload=s.workload,
@@ -92,7 +92,7 @@ def test_update_does_not_change_a_shared_workload(team: Any, planner_user: Any, 
 
 
 def test_fleet_supplies_the_cluster(world: dict[str, Any]) -> None:
-    from planner.planning import services
+    from planning import services
 
     team, user = world["team"], world["users"]["planner"]
     fleet = world["x"]["fleet"]
@@ -106,7 +106,7 @@ def test_fleet_supplies_the_cluster(world: dict[str, Any]) -> None:
 
 
 def test_other_teams_objects_are_refused(world: dict[str, Any]) -> None:
-    from planner.planning.models import Workload
+    from planning.models import Workload
 
     team, user = world["team"], world["users"]["planner"]
     before = Workload.objects.count()

@@ -112,7 +112,7 @@ def test_nul_characters_in_json_are_refused_with_a_400(make_user, api_client_for
 
 
 def test_nul_characters_are_refused_on_domain_endpoints(make_user, api_client_for) -> None:
-    from planner.planning.models import Workload
+    from planning.models import Workload
 
     client = api_client_for(make_user("planner"))
     resp = client.post(

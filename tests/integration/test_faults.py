@@ -72,7 +72,7 @@ def _claimed_executions(*workers: Any) -> dict[int, int]:
 @pytest.fixture
 def world(db: Any) -> dict[str, Any]:
     from accounts.models import Membership, Team, User
-    from planner.planning import services as planning
+    from planning import services as planning
 
     planning.catalog_load_default()
     team = Team.objects.create(name="Faults", slug="faults")
@@ -243,7 +243,7 @@ def test_database_connection_dropped_mid_run_retries_and_ends_consistent(
 @pytest.fixture
 def watched_change(world) -> Any:
     """A watched scenario evaluated once, whose catalog then gets a new version (so it needs a re-run)."""
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
 
     scenario = world["scenarios"][0]

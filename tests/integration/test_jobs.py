@@ -45,7 +45,7 @@ def _wait(predicate: Callable[[], Any], timeout: float, what: str, on_tick: Call
 
 @pytest.fixture
 def setup(make_user: Callable[..., Any]) -> dict[str, Any]:
-    from planner.planning import services as planning
+    from planning import services as planning
 
     planning.catalog_load_default()
     user = make_user("planner")

@@ -29,14 +29,14 @@ BUILDER_POST: dict[str, Any] = {
 
 @pytest.fixture
 def catalog(db: Any) -> Any:
-    from planner.planning import services
+    from planning import services
 
     return services.catalog_load_default()
 
 
 @pytest.fixture
 def scenario_for(catalog: Any) -> Any:
-    from planner.planning import services
+    from planning import services
 
     def _make(team: Any, user: Any, name: str = "Llama 8B", **cluster: Any) -> Any:
         doc = copy.deepcopy(DOC)
@@ -52,7 +52,7 @@ def scenario_for(catalog: Any) -> Any:
 @pytest.fixture
 def finished_run(catalog: Any) -> Any:
     """A SUCCEEDED run with a real engine result (no worker needed)."""
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services as sim
     from simulations.engine.tco import tco
     from simulations.models import RunKind, RunStatus
@@ -63,7 +63,7 @@ def finished_run(catalog: Any) -> Any:
         run = sim.run_create(team=scenario.team, user=user, kind=RunKind.TCO, document=doc, version=version,
                              values=values, scenario=scenario, overrides=cluster,
                              label=", ".join(f"{k}={v}" for k, v in cluster.items()) or scenario.name)
-        result = sim._jsonable(tco(doc, catalog=values, monte_carlo=monte_carlo, sensitivity=True))
+        result = sim.jsonable(tco(doc, catalog=values, monte_carlo=monte_carlo, sensitivity=True))
         type(run).objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED, result=result, progress=100)
         run.refresh_from_db()
         return run

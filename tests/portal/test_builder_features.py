@@ -48,7 +48,7 @@ def test_live_estimate_reacts_to_oversubscription_and_pod(client: Any, make_user
 
 
 def test_pod_saved_only_when_oversubscribed(client: Any, make_user: Any, catalog: Any) -> None:
-    from planner.planning.models import Scenario
+    from planning.models import Scenario
 
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**BIG, "name": "flat", "pod_gpus": 64})
@@ -77,8 +77,8 @@ RANGES = {"usd_per_kwh_low": 0.06, "usd_per_kwh_high": 0.15, "pue_low": 1.2, "pu
 def test_ranges_saved_round_tripped_and_drive_monte_carlo(
     client: Any, make_user: Any, team: Any, catalog: Any, finished_run: Any
 ) -> None:
-    from planner.planning import services
-    from planner.planning.models import Scenario
+    from planning import services
+    from planning.models import Scenario
 
     user = make_user("planner", team=team)
     login(client, user)
@@ -122,7 +122,7 @@ def test_ranges_saved_round_tripped_and_drive_monte_carlo(
 def test_edit_keeps_cost_keys_the_builder_does_not_show(
     client: Any, make_user: Any, team: Any, scenario_for: Any
 ) -> None:
-    from planner.planning import services
+    from planning import services
 
     user = make_user("planner", team=team)
     s = scenario_for(team, user)
@@ -147,7 +147,7 @@ def test_bad_ranges_show_on_the_field(client: Any, make_user: Any, catalog: Any)
 # --- fleet picker -----------------------------------------------------------------------------------------
 @pytest.fixture
 def fleet(team: Any, make_user: Any, catalog: Any) -> Any:
-    from planner.planning import services
+    from planning import services
 
     return services.fleet_create(team=team, user=make_user("admin", team=team), name="Ashburn H100",
                                  server_model="HGX-H100", server_count=128, nic_gbps=400, fabric="roce",
@@ -155,8 +155,8 @@ def fleet(team: Any, make_user: Any, catalog: Any) -> Any:
 
 
 def test_fleet_picker_builds_on_the_fleet(client: Any, make_user: Any, team: Any, fleet: Any) -> None:
-    from planner.planning import services
-    from planner.planning.models import Scenario
+    from planning import services
+    from planning.models import Scenario
 
     login(client, make_user("planner", team=team))
     html = client.get(reverse("scenario-new")).content.decode()
@@ -194,7 +194,7 @@ def test_fleet_picker_builds_on_the_fleet(client: Any, make_user: Any, team: Any
 def test_fleet_picker_offers_only_the_teams_fleets(
     client: Any, make_user: Any, team: Any, other_team: Any, catalog: Any
 ) -> None:
-    from planner.planning import services
+    from planning import services
 
     theirs = services.fleet_create(team=other_team, user=make_user("admin", team=other_team), name="Theirs",
                                    server_model="HGX-H100", server_count=32)

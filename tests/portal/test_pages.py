@@ -96,7 +96,7 @@ def test_catalog_filter_and_sort(client: Any, make_user: Any, catalog: Any) -> N
 
 
 def test_catalog_version_history_shows_changes(client: Any, make_user: Any, team: Any, catalog: Any) -> None:
-    from planner.planning import services
+    from planning import services
 
     admin = make_user("admin", team=team)
     fork = services.catalog_fork(catalog=catalog.catalog, team=team, user=admin)
@@ -119,7 +119,7 @@ FLEET = {"name": "Ashburn", "site": "IAD", "server_model": "HGX-H100", "server_c
 
 
 def test_fleet_create_and_edit(client: Any, make_user: Any, catalog: Any) -> None:
-    from planner.planning.models import Fleet
+    from planning.models import Fleet
 
     user = make_user("planner")
     login(client, user)
@@ -146,7 +146,7 @@ def test_fleet_form_errors_inline_and_input_kept(client: Any, make_user: Any, ca
 
 
 def test_viewer_cannot_create_or_edit_fleet(client: Any, make_user: Any, team: Any, catalog: Any) -> None:
-    from planner.planning import services
+    from planning import services
 
     planner = make_user("planner", team=team)
     fleet = services.fleet_create(team=team, user=planner, **{k: v for k, v in FLEET.items() if v != ""})
@@ -159,7 +159,7 @@ def test_viewer_cannot_create_or_edit_fleet(client: Any, make_user: Any, team: A
 
 
 def test_other_team_fleet_is_404(client: Any, make_user: Any, team: Any, other_team: Any, catalog: Any) -> None:
-    from planner.planning import services
+    from planning import services
 
     owner = make_user("planner", team=other_team)
     fleet = services.fleet_create(team=other_team, user=owner, **{k: v for k, v in FLEET.items() if v != ""})
@@ -170,7 +170,7 @@ def test_other_team_fleet_is_404(client: Any, make_user: Any, team: Any, other_t
 
 # --- scenario builder --------------------------------------------------------------------------------------
 def test_builder_creates_scenario(client: Any, make_user: Any, catalog: Any) -> None:
-    from planner.planning.models import Scenario
+    from planning.models import Scenario
 
     user = make_user("planner")
     login(client, user)
@@ -198,7 +198,7 @@ def test_builder_creates_scenario(client: Any, make_user: Any, catalog: Any) -> 
 
 
 def test_builder_engine_error_inline_and_input_kept(client: Any, make_user: Any, catalog: Any) -> None:
-    from planner.planning.models import Scenario
+    from planning.models import Scenario
 
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "heads": 30, "name": "Keep me"})

@@ -78,7 +78,7 @@ def finish_run(run: Any) -> Any:
 
 def seed_team(slug: str, *, roles: tuple[str, ...] = ROLES, execute: bool = True) -> TeamWorld:
     from accounts.models import Team
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
     from simulations.models import ReEvaluation, Report, RunKind
 
@@ -126,7 +126,7 @@ def seed_team(slug: str, *, roles: tuple[str, ...] = ROLES, execute: bool = True
 
 
 def seed_world(*, execute: bool = True) -> World:
-    from planner.planning import services as planning
+    from planning import services as planning
 
     planning.catalog_load_default()
     suffix = uuid.uuid4().hex[:6]

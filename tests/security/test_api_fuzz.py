@@ -43,7 +43,7 @@ def fuzz_world(db: Any, monkeypatch: pytest.MonkeyPatch) -> World:
     from accounts.models import ApiToken
     from simulations import services
 
-    monkeypatch.setattr(services, "_enqueue", lambda run_ids, sweep_id=None: None)
+    monkeypatch.setattr(services.dispatch, "enqueue_runs", lambda run_ids, sweep_id=None: None)
     world = seed_world()
     h = world.home
     _, raw = ApiToken.issue(user=h.users["admin"], team=h.team, name="fuzz")

@@ -149,7 +149,7 @@ def subjects(world: World) -> list[Subject]:
 # --- building requests -------------------------------------------------------------------------------------
 def home_objects(world: World) -> dict[str, Any]:
     from accounts.models import ApiToken
-    from planner.planning.models import ObjectChange
+    from planning.models import ObjectChange
 
     h = world.home
     version = h.catalog.latest_version()
@@ -345,7 +345,7 @@ def test_viewer_and_finance_cannot_change_anything(world, subjects) -> None:
 
 
 def test_global_catalog_is_read_only_for_everyone(world) -> None:
-    from planner.planning.models import CatalogVersion
+    from planning.models import CatalogVersion
 
     admin = _session(world.home.users["admin"])
     cat = world.global_catalog

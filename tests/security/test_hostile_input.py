@@ -246,7 +246,7 @@ def _dangerous(cells: list[Any]) -> list[str]:
 
 
 def test_formula_injection_cells_are_escaped_in_every_export(world, admin) -> None:
-    from planner.planning.models import CatalogItem
+    from planning.models import CatalogItem
     from simulations import services
 
     h = world.home

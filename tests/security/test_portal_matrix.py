@@ -44,7 +44,7 @@ from tests.security.seed import World, seed_world
 
 pytestmark = pytest.mark.django_db
 
-PORTAL_URLCONFS = ("planner.portal.urls", "accounts.urls")
+PORTAL_URLCONFS = ("portal.urls", "accounts.urls")
 METHODS = ("GET", "POST")
 
 # --- the policy (from the role definitions, not from the code under test) -------------------------------
@@ -192,7 +192,7 @@ def world() -> World:
 @pytest.fixture
 def extras(world: World) -> dict[str, Any]:
     """Home-team objects the seed does not name: a queued (cancellable) run and the ad-hoc scenario."""
-    from planner.planning import services as planning
+    from planning import services as planning
     from simulations import services
     from simulations.models import RunKind
 

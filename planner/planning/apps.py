@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class PlanningConfig(AppConfig):
-    name = "planner.planning"
-    label = "planning"
-    default_auto_field = "django.db.models.BigAutoField"

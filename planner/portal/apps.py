@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class PortalConfig(AppConfig):
-    name = "planner.portal"
-    label = "portal"
-    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,104 @@
+"""Planning selectors: reads scoped to what the request (or user) may see."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from accounts.roles import Capability
+from accounts.scoping import visible_team_ids
+from planning.models import (
+    Catalog,
+    CatalogItem,
+    CatalogVersion,
+    Fleet,
+    ObjectChange,
+    Scenario,
+    Workload,
+)
+
+
+class _UserRequest:
+    """Adapter so selectors accept a user as well as a request."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        self.auth = None
+
+
+def _req(request_or_user: Any) -> Any:
+    return request_or_user if hasattr(request_or_user, "user") else _UserRequest(request_or_user)
+
+
+def _teams(request_or_user: Any, capability: str = Capability.READ) -> list[int]:
+    return visible_team_ids(_req(request_or_user), capability)
+
+
+def catalog_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Catalog]:
+    teams = _teams(request_or_user)
+    qs = Catalog.objects.filter(Q(team__isnull=True) | Q(team_id__in=teams)).select_related("team", "forked_from")
+    if filters and filters.get("team"):
+        qs = qs.filter(team__slug=filters["team"])
+    return qs
+
+
+def catalog_version_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[CatalogVersion]:
+    teams = _teams(request_or_user)
+    qs = CatalogVersion.objects.filter(Q(catalog__team__isnull=True) | Q(catalog__team_id__in=teams))
+    if filters and filters.get("catalog"):
+        qs = qs.filter(catalog_id=filters["catalog"])
+    return qs.select_related("catalog")
+
+
+def catalog_item_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[CatalogItem]:
+    teams = _teams(request_or_user)
+    qs = CatalogItem.objects.filter(
+        Q(version__catalog__team__isnull=True) | Q(version__catalog__team_id__in=teams)
+    ).select_related("version__catalog")
+    for key in ("version", "kind", "key"):
+        if filters and filters.get(key):
+            qs = qs.filter(**{f"{key}_id" if key == "version" else key: filters[key]})
+    return qs
+
+
+def fleet_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Fleet]:
+    qs = Fleet.objects.filter(team_id__in=_teams(request_or_user))
+    if filters and filters.get("site"):
+        qs = qs.filter(site=filters["site"])
+    return qs
+
+
+def workload_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Workload]:
+    return Workload.objects.filter(team_id__in=_teams(request_or_user))
+
+
+def scenario_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Scenario]:
+    qs = Scenario.objects.filter(team_id__in=_teams(request_or_user)).select_related(
+        "fleet", "workload", "catalog", "pinned_version"
+    )
+    if filters and "watched" in filters:
+        qs = qs.filter(watched=bool(filters["watched"]))
+    return qs
+
+
+def change_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[ObjectChange]:
+    """Change history of the teams' objects (and of the global catalog)."""
+    teams = _teams(request_or_user)
+    qs = ObjectChange.objects.filter(Q(team_id__in=teams) | Q(team__isnull=True, object_type="catalog"))
+    if filters:
+        if filters.get("object_type"):
+            qs = qs.filter(object_type=filters["object_type"])
+        if filters.get("object_id"):
+            qs = qs.filter(object_id=filters["object_id"])
+    return qs.select_related("user")
+
+
+def catalog_items_for_display(version: Any) -> list[dict[str, Any]]:
+    """Items of a catalog version in engine form; the built-in default catalog before it is loaded."""
+    if version is not None:
+        return [i.as_engine_item() for i in version.items.all()]
+    from simulations.engine.catalog import default_catalog
+
+    return list(default_catalog().values())

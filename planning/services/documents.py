@@ -1,0 +1,88 @@
+"""The engine document a scenario stands for: build it, validate it with the engine, edit paths."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import exceptions
+
+from planning.models import Fleet, Workload
+from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
+from simulations.engine.validate import validate_scenario
+
+
+def document_validate(*, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None) -> None:
+    """Check a full engine document with the engine's own rules; 400-style errors name the field."""
+    try:
+        validate_scenario(document, catalog=catalog)
+    except ValueError as exc:
+        field = str(getattr(exc, "field", "") or "detail")
+        raise exceptions.ValidationError({field: [str(getattr(exc, "message", exc))]}) from None
+
+
+def fleet_cluster(*, fleet: Fleet, catalog: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The engine ``cluster`` section a fleet stands for (GPU model from its server's catalog item)."""
+    cluster: dict[str, Any] = {
+        "gpus": fleet.gpus,
+        "gpus_per_node": fleet.gpus_per_node,
+        "nics_per_node": fleet.nics_per_node,
+        "nic_gbps": fleet.nic_gbps,
+        "fabric": fleet.fabric,
+        "topology": fleet.topology,
+        "oversubscription": fleet.oversubscription,
+    }
+    server = (catalog or {}).get(fleet.server_model)
+    if server and server.get("specs", {}).get("gpu"):
+        cluster["gpu"] = server["specs"]["gpu"]
+    return cluster
+
+
+def build_document(
+    *,
+    workload: Workload,
+    fleet: Fleet | None,
+    cluster: Mapping[str, Any] | None,
+    costs: Mapping[str, Any] | None,
+    uncertainty: Mapping[str, Any] | None,
+    catalog: Mapping[str, dict[str, Any]] | None,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "model": copy.deepcopy(workload.model or {}),
+        "training": copy.deepcopy(workload.training or {}),
+        "parallelism": copy.deepcopy(workload.parallelism if workload.parallelism not in (None, {}) else "auto"),
+        "cluster": {**(fleet_cluster(fleet=fleet, catalog=catalog) if fleet else {}), **(cluster or {})},
+    }
+    if costs:
+        doc["costs"] = copy.deepcopy(dict(costs))
+    if uncertainty:
+        doc["uncertainty"] = copy.deepcopy(dict(uncertainty))
+    return doc
+
+
+def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested dict, creating intermediate objects."""
+    parts = path.split(".")
+    node = doc
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[part] = nxt
+        node = nxt
+    node[parts[-1]] = value
+
+
+def gpu_server_item(
+    *, gpu: str, catalog: Mapping[str, Mapping[str, Any]], server: str | None = None
+) -> dict[str, Any] | None:
+    """The catalog server item the cost model prices ``gpu`` with (``costs.server`` if given, else the
+    engine's default server for that GPU, else the first server holding it); None when there is none."""
+    key = server or DEFAULT_SERVER_FOR_GPU.get(gpu)
+    if key is None:
+        matches = sorted(k for k, v in catalog.items()
+                         if v.get("kind") == "server" and (v.get("specs") or {}).get("gpu") == gpu)
+        key = matches[0] if matches else None
+    item = catalog.get(key) if key else None
+    return dict(item) if item and item.get("kind") == "server" else None

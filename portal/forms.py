@@ -1,0 +1,588 @@
+"""Portal forms. They only shape HTML input into the documents the domain services take; the rules
+(what a valid scenario or fleet is) live in the engine parser and the services, and their errors are mapped
+back onto these fields so they show inline."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django import forms
+
+from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
+
+LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
+FABRIC_CHOICES = [("infiniband", "InfiniBand"), ("roce", "Ethernet (RoCE)")]
+TOPOLOGY_CHOICES = [("fat-tree", "Fat-tree"), ("rail-optimized", "Rail-optimized"), ("multi-plane", "Multi-plane")]
+PRECISION_CHOICES = [("bf16", "BF16"), ("fp8", "FP8")]
+RECOMPUTE_CHOICES = [("auto", "Auto"), ("none", "None"), ("selective", "Selective"), ("full", "Full")]
+COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
+PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set TP / PP")]
+DISTRIBUTION_CHOICES = [("triangular", "Triangular"), ("pert", "PERT (weights the likely value more)")]
+#: cluster fields a fleet supplies (shown read-only when a fleet is picked)
+FLEET_CLUSTER_FIELDS = ("gpu", "gpus", "gpus_per_node", "nic_gbps", "fabric", "topology", "oversubscription")
+#: servers in one scalable unit: the default non-blocking pod when the fabric is oversubscribed
+SCALABLE_UNIT_NODES = 32
+#: (form field, costs path, likely when the scenario has no value) of the ranged cost inputs
+RANGE_INPUTS = (
+    ("usd_per_kwh", ("usd_per_kwh",), None),
+    ("pue", ("pue",), None),
+    ("failure_rate_scale", ("goodput", "failure_rate_scale"), 1.0),
+)
+
+
+def default_pod_gpus(gpus: int | None, gpus_per_node: int | None) -> int | None:
+    """One scalable unit (32 servers), capped at the cluster size."""
+    if not gpus or not gpus_per_node:
+        return None
+    return min(int(gpus), SCALABLE_UNIT_NODES * int(gpus_per_node))
+
+
+def _range_value(value: Any) -> tuple[float | None, float | None, float | None]:
+    """(low, likely, high) of a number or a {low, likely, high} range."""
+    if isinstance(value, Mapping) and "low" in value and "high" in value:
+        low, high = value.get("low"), value.get("high")
+        likely = value.get("likely")
+        if likely is None and isinstance(low, int | float) and isinstance(high, int | float):
+            likely = (low + high) / 2
+        return low, likely, high
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return None, value, None
+    return None, None, None
+
+
+def _catalog_choices(items: Iterable[Mapping[str, Any]], kind: str) -> list[tuple[str, str]]:
+    return sorted(((i["key"], i.get("name") or i["key"]) for i in items if i.get("kind") == kind), key=lambda c: c[1])
+
+
+class FieldErrorMixin:
+    """Map dotted error paths from the engine/services/serializers onto form fields."""
+
+    def _choice(self, name: str) -> forms.ChoiceField:
+        field = self.fields[name]  # type: ignore[attr-defined]
+        assert isinstance(field, forms.ChoiceField)
+        return field
+
+    #: document path -> form field name
+    PATHS: dict[str, str] = {}
+
+    def add_path_errors(self, errors: Mapping[str, Any]) -> None:
+        form: forms.BaseForm = self  # type: ignore[assignment]
+        for path, messages in errors.items():
+            if isinstance(messages, str):
+                messages = [messages]
+            field = self.PATHS.get(path)
+            if field is None and path in form.fields:
+                field = path
+            if field is None:
+                # nearest known ancestor path (cluster.gpus.0 -> cluster.gpus)
+                parts = path.split(".")
+                while parts and field is None:
+                    parts.pop()
+                    field = self.PATHS.get(".".join(parts))
+            for msg in messages if isinstance(messages, list | tuple) else [messages]:
+                text = str(msg)
+                if field and field in form.fields:
+                    form.add_error(field, text)
+                else:
+                    label = "" if path in ("detail", "non_field_errors", "__all__", "") else f"{path}: "
+                    form.add_error(None, f"{label}{text}")
+
+
+class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
+    name = forms.CharField(max_length=120)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    watched = forms.BooleanField(required=False, label="Watch: re-evaluate when prices or the engine change")
+
+    # workload
+    preset = forms.ChoiceField(choices=preset_choices, initial=DEFAULT_PRESET, label="Workload")
+    model_name = forms.CharField(max_length=120, label="Model name")
+    layers = forms.IntegerField(min_value=1)
+    hidden = forms.IntegerField(min_value=1, label="Hidden size")
+    heads = forms.IntegerField(min_value=1, label="Attention heads")
+    kv_heads = forms.IntegerField(min_value=1, label="KV heads")
+    ffn_hidden = forms.IntegerField(min_value=1, label="FFN hidden")
+    gated_ffn = forms.BooleanField(required=False, label="Gated FFN (SwiGLU)")
+    vocab = forms.IntegerField(min_value=1, label="Vocabulary")
+    seq_len = forms.IntegerField(min_value=1, label="Sequence length")
+    global_batch = forms.IntegerField(min_value=1, label="Global batch (sequences)")
+    tokens_b = forms.FloatField(min_value=0.001, label="Training tokens (billions)")
+    precision = forms.ChoiceField(choices=PRECISION_CHOICES, initial="bf16")
+    recompute = forms.ChoiceField(choices=RECOMPUTE_CHOICES, initial="auto", label="Activation recompute")
+    par_mode = forms.ChoiceField(choices=PAR_MODE_CHOICES, initial="auto", label="Parallelism",
+                                 widget=forms.RadioSelect)
+    tp = forms.IntegerField(min_value=1, required=False, label="Tensor parallel (TP)")
+    pp = forms.IntegerField(min_value=1, required=False, label="Pipeline parallel (PP)")
+
+    # cluster
+    fleet = forms.ChoiceField(required=False, label="Cluster",
+                              help_text="An existing fleet supplies the cluster; or describe an ad-hoc one.")
+    gpu = forms.ChoiceField(label="GPU generation")
+    gpus = forms.IntegerField(min_value=1, initial=1024, label="Cluster size (GPUs)")
+    gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
+    nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed",
+                                      widget=forms.RadioSelect)
+    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband", widget=forms.RadioSelect)
+    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="rail-optimized")
+    oversubscription = forms.FloatField(min_value=1.0, initial=1.0, label="Oversubscription (down:up)",
+                                        help_text="1.0 = non-blocking")
+    pod_gpus = forms.IntegerField(
+        min_value=1, required=False, label="Non-blocking pod (GPUs)",
+        help_text=f"GPUs under the oversubscribed tier, at full bandwidth among themselves: only traffic leaving "
+                  f"the pod is slowed. Empty = one scalable unit ({SCALABLE_UNIT_NODES} servers).")
+
+    # cost assumptions (passed through to the TCO model as the scenario's "costs")
+    usd_per_kwh = forms.FloatField(min_value=0, initial=0.08, label="Electricity ($/kWh)")
+    pue = forms.FloatField(min_value=1.0, initial=1.3, label="PUE")
+    depreciation_years = forms.FloatField(min_value=0.1, initial=4, label="Depreciation (years)")
+    avg_utilization = forms.FloatField(min_value=0.01, max_value=1.0, initial=0.8, label="Average utilization",
+                                       help_text="Share of the year the cluster is busy (0–1)")
+
+    failure_rate_scale = forms.FloatField(min_value=0, initial=1.0, required=False, label="Failure rate (× Llama 3)",
+                                          help_text="Interruptions relative to the Llama 3 405B run (1 = same rates)")
+
+    # uncertainty: optional low/high around the likely value -> ranges in "costs" (Monte Carlo P10/P50/P90)
+    usd_per_kwh_low = forms.FloatField(min_value=0, required=False, label="Electricity low ($/kWh)")
+    usd_per_kwh_high = forms.FloatField(min_value=0, required=False, label="Electricity high ($/kWh)")
+    pue_low = forms.FloatField(min_value=1.0, required=False, label="PUE low")
+    pue_high = forms.FloatField(min_value=1.0, required=False, label="PUE high")
+    server_price_low_pct = forms.FloatField(min_value=-90, max_value=0, required=False,
+                                            label="Server price low (% vs list)", help_text="e.g. −10")
+    server_price_high_pct = forms.FloatField(min_value=0, max_value=500, required=False,
+                                             label="Server price high (% vs list)", help_text="e.g. 25")
+    failure_rate_scale_low = forms.FloatField(min_value=0, required=False, label="Failure rate low (× Llama 3)")
+    failure_rate_scale_high = forms.FloatField(min_value=0, required=False, label="Failure rate high (× Llama 3)")
+    distribution = forms.ChoiceField(choices=DISTRIBUTION_CHOICES, initial="triangular", required=False,
+                                     label="Distribution")
+
+    PATHS = {
+        "name": "name", "description": "description",
+        "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
+        "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
+        "model.gated_ffn": "gated_ffn", "model.vocab": "vocab", "model.seq_len": "seq_len",
+        "training.global_batch": "global_batch", "training.tokens": "tokens_b",
+        "training.precision": "precision", "training.recompute": "recompute",
+        "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
+        "parallelism.cp": "par_mode", "parallelism.ep": "par_mode", "parallelism.vpp": "par_mode",
+        "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
+        "cluster.nics_per_node": "gpus_per_node",
+        "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.topology": "topology",
+        "cluster.oversubscription": "oversubscription", "cluster.tiers": "topology", "cluster.pod_gpus": "pod_gpus",
+        "cluster": "fleet", "fleet": "fleet",
+        "costs.usd_per_kwh": "usd_per_kwh", "costs.pue": "pue",
+        "costs.depreciation_years": "depreciation_years", "costs.avg_utilization": "avg_utilization",
+        "costs.goodput.failure_rate_scale": "failure_rate_scale_low", "costs.prices": "server_price_low_pct",
+        "costs.server": "gpu", "uncertainty": "distribution", "uncertainty.distribution": "distribution",
+    }
+
+    def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (),
+                 fleets: Iterable[tuple[Any, Mapping[str, Any]]] = (), base_costs: Mapping[str, Any] | None = None,
+                 base_uncertainty: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """``fleets``: (fleet, its engine cluster section) pairs the user may pick from. ``base_costs`` /
+        ``base_uncertainty``: the edited scenario's sections, so keys the builder does not show survive."""
+        super().__init__(*args, **kwargs)
+        self.base_costs = dict(base_costs or {})
+        self.base_uncertainty = dict(base_uncertainty or {})
+        items = list(catalog_items)
+        self.catalog = {i["key"]: i for i in items if "key" in i}
+        pairs = list(fleets)
+        self.fleets = {str(f.pk): f for f, _ in pairs}
+        self.fleet_clusters = {str(f.pk): dict(c) for f, c in pairs}
+        self._choice("fleet").choices = [("", "Ad-hoc cluster (describe it below)")] + [
+            (str(f.pk), f"{f.name} · {f.gpus:,} GPUs") for f in self.fleets.values()]
+        gpus = _catalog_choices(items, "gpu")
+        self._choice("gpu").choices = gpus or [("H100-SXM", "NVIDIA H100 SXM")]
+        if not self.is_bound and not self.initial.get("gpu"):
+            keys = [k for k, _ in gpus]
+            self.initial.setdefault("gpu", "H100-SXM" if "H100-SXM" in keys else (keys[0] if keys else ""))
+        if not self.is_bound and "layers" not in self.initial:
+            for key, value in preset_form_fields(DEFAULT_PRESET).items():
+                self.initial.setdefault(key, value)
+        fleet = self.selected_fleet()
+        if fleet is not None:  # the fleet supplies the cluster: show its values, read-only
+            cluster = self.fleet_clusters.get(str(fleet.pk), {})
+            for name in FLEET_CLUSTER_FIELDS:
+                field = self.fields[name]
+                field.disabled = True
+                field.required = False
+                if cluster.get(name) is not None:
+                    self.initial[name] = cluster[name]
+            for name in ("gpu", "nic_gbps", "fabric", "topology"):  # a fleet value the menus do not offer
+                value, choice = cluster.get(name), self._choice(name)
+                current = list(choice.choices)  # type: ignore[arg-type]
+                if value is not None and str(value) not in {str(k) for k, _ in current}:
+                    choice.choices = [*current, (value, str(value))]
+        for f in self.fields.values():
+            if isinstance(f.widget, forms.NumberInput):
+                f.widget.attrs.setdefault("step", "any")
+        self.fields["pod_gpus"].widget.attrs["placeholder"] = str(
+            default_pod_gpus(self._cluster_value("gpus"), self._cluster_value("gpus_per_node")) or "")
+
+    # --- fleet / cluster -----------------------------------------------------------------------------
+    def selected_fleet(self) -> Any:
+        key = self.data.get("fleet") if self.is_bound else self.initial.get("fleet")
+        return self.fleets.get(str(key)) if key not in (None, "") else None
+
+    def _cluster_value(self, name: str) -> Any:
+        """A cluster value from the picked fleet, else the cleaned, posted or initial form value."""
+        fleet = self.selected_fleet()
+        if fleet is not None:
+            return self.fleet_clusters.get(str(fleet.pk), {}).get(name)
+        cleaned = getattr(self, "cleaned_data", None)
+        if cleaned is not None and name in cleaned:
+            return cleaned[name]
+        raw = self.data.get(name) if self.is_bound else self.initial.get(name, self.fields[name].initial)
+        try:
+            return float(raw) if name == "oversubscription" else int(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+
+    def oversubscribed(self) -> bool:
+        return (self._cluster_value("oversubscription") or 1.0) > 1.0
+
+    def has_ranges(self) -> bool:
+        """Any uncertainty input given (or in error): the ranges section starts open."""
+        names = [f"{n}_{side}" for n, _p, _d in RANGE_INPUTS for side in ("low", "high")]
+        names += ["server_price_low_pct", "server_price_high_pct"]
+        values = self.data if self.is_bound else self.initial
+        return any(values.get(n) not in (None, "", 0, 0.0) for n in names) or any(n in self.errors for n in names)
+
+    def pod_gpus_value(self) -> int | None:
+        """``cluster.pod_gpus`` to write: only when the fabric is oversubscribed (else it changes nothing)."""
+        oversub = self._cluster_value("oversubscription") or 1.0
+        if oversub <= 1.0:
+            return None
+        given = self.cleaned_data.get("pod_gpus") if hasattr(self, "cleaned_data") else None
+        return given or default_pod_gpus(self._cluster_value("gpus"), self._cluster_value("gpus_per_node"))
+
+    def server_item(self) -> Mapping[str, Any] | None:
+        """The catalog server the cost model prices this cluster's GPU with."""
+        from planning.services import gpu_server_item
+
+        gpu = self._cluster_value("gpu") if self.selected_fleet() is not None else self.cleaned_data.get("gpu")
+        if not gpu:
+            return None
+        return gpu_server_item(gpu=str(gpu), catalog=self.catalog, server=self.base_costs.get("server"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("par_mode") == "manual" and not (data.get("tp") or data.get("pp")):
+            self.add_error("tp", "Give TP and/or PP, or let the planner search the layout.")
+        if data.get("preset") and data["preset"] != "custom" and data["preset"] not in PRESETS:
+            self.add_error("preset", "Unknown preset.")
+        pod, gpus, gpn = data.get("pod_gpus"), self._cluster_value("gpus"), self._cluster_value("gpus_per_node")
+        if pod and (self._cluster_value("oversubscription") or 1.0) > 1.0:
+            if gpus and pod > gpus:
+                self.add_error("pod_gpus", f"At most the cluster size ({gpus:,} GPUs).")
+            elif gpn and pod % gpn:
+                self.add_error("pod_gpus", f"Give whole servers: a multiple of {gpn} GPUs.")
+        for name, _path, default in RANGE_INPUTS:
+            low, high = data.get(f"{name}_low"), data.get(f"{name}_high")
+            likely = data.get(name) if data.get(name) is not None else default
+            if likely is None:
+                continue
+            if low is not None and low > likely:
+                self.add_error(f"{name}_low", f"Must not be above the likely value ({likely:g}).")
+            if high is not None and high < likely:
+                self.add_error(f"{name}_high", f"Must not be below the likely value ({likely:g}).")
+        if (data.get("server_price_low_pct") or data.get("server_price_high_pct")) and not self.errors:
+            item = self.server_item()
+            if item is None or not item.get("unit_price_usd"):
+                self.add_error("server_price_low_pct", "No list price for this GPU's server in the catalog.")
+        return data
+
+    # --- documents -----------------------------------------------------------------------------------
+    base_costs: Mapping[str, Any] = {}
+    base_uncertainty: Mapping[str, Any] = {}
+
+    def model_doc(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return {
+            "name": d["model_name"], "layers": d["layers"], "hidden": d["hidden"], "heads": d["heads"],
+            "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
+            "vocab": d["vocab"], "seq_len": d["seq_len"],
+        }
+
+    def training_doc(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return {
+            "global_batch": d["global_batch"], "tokens": float(d["tokens_b"]) * 1e9,
+            "precision": d["precision"], "recompute": d["recompute"], "micro_batch": "auto", "zero": "auto",
+        }
+
+    def parallelism_doc(self) -> Any:
+        d = self.cleaned_data
+        if d.get("par_mode") != "manual":
+            return "auto"
+        return {"tp": d.get("tp") or 1, "pp": d.get("pp") or 1, "cp": 1, "ep": 1, "vpp": "auto",
+                "sequence_parallel": "auto"}
+
+    def cluster_doc(self) -> dict[str, Any]:
+        """The scenario's own ``cluster``: the whole ad-hoc cluster, or only overrides on a picked fleet."""
+        d = self.cleaned_data
+        cluster: dict[str, Any] = {}
+        if self.selected_fleet() is None:
+            cluster = {
+                "gpu": d["gpu"], "gpus": d["gpus"], "gpus_per_node": d["gpus_per_node"],
+                "nics_per_node": d["gpus_per_node"], "nic_gbps": d["nic_gbps"], "fabric": d["fabric"],
+                "topology": d["topology"], "oversubscription": d["oversubscription"],
+            }
+        pod = self.pod_gpus_value()
+        if pod is not None:
+            cluster["pod_gpus"] = pod
+        return cluster
+
+    def fleet_cluster_doc(self) -> dict[str, Any]:
+        """The cluster the engine sees: the fleet's (if picked) with the scenario's overrides on top."""
+        fleet = self.selected_fleet()
+        base = dict(self.fleet_clusters.get(str(fleet.pk), {})) if fleet is not None else {}
+        return {**base, **self.cluster_doc()}
+
+    def costs_doc(self) -> dict[str, Any]:
+        """``costs``: the scenario's other cost keys kept, the builder's inputs (and their ranges) written."""
+        d = self.cleaned_data
+        costs: dict[str, Any] = copy.deepcopy(dict(self.base_costs))
+        for k in COST_FIELDS:
+            if d.get(k) is not None:
+                costs[k] = d[k]
+        goodput = dict(costs.get("goodput") or {})
+        if d.get("failure_rate_scale") is not None and d["failure_rate_scale"] != 1.0:
+            goodput["failure_rate_scale"] = d["failure_rate_scale"]
+        else:
+            goodput.pop("failure_rate_scale", None)
+        costs["goodput"] = goodput
+        for name, path, default in RANGE_INPUTS:
+            likely = d.get(name) if d.get(name) is not None else default
+            low, high = d.get(f"{name}_low"), d.get(f"{name}_high")
+            node = costs
+            for part in path[:-1]:
+                node = node[part]
+            if likely is not None and (low is not None or high is not None):
+                low = likely if low is None else low
+                high = likely if high is None else high
+                if low < high:
+                    node[path[-1]] = {"low": low, "likely": likely, "high": high}
+        self._server_price_range(costs)
+        if not costs["goodput"]:
+            del costs["goodput"]
+        return costs
+
+    def _server_price_range(self, costs: dict[str, Any]) -> None:
+        d = self.cleaned_data
+        prices = dict(costs.get("prices") or {})
+        item = self.server_item()
+        key = item["key"] if item else None
+        for k, v in list(prices.items()):  # a range on another server (the GPU changed) no longer applies
+            if isinstance(v, Mapping) and (self.catalog.get(k) or {}).get("kind") == "server" and k != key:
+                del prices[k]
+        if item is not None and item.get("unit_price_usd"):
+            lo, hi = d.get("server_price_low_pct") or 0.0, d.get("server_price_high_pct") or 0.0
+            current = prices.get(key)
+            likely = _range_value(current)[1] if current is not None else None
+            likely = float(likely if likely is not None else item["unit_price_usd"])
+            if lo or hi:
+                prices[key] = {"low": round(likely * (1 + lo / 100), 2), "likely": likely,
+                               "high": round(likely * (1 + hi / 100), 2)}
+            elif isinstance(current, Mapping):  # range cleared: keep only a deliberate price override
+                if likely != float(item["unit_price_usd"]):
+                    prices[key] = likely
+                else:
+                    del prices[key]
+        if prices:
+            costs["prices"] = prices
+        else:
+            costs.pop("prices", None)
+
+    def uncertainty_doc(self) -> dict[str, Any]:
+        unc = dict(self.base_uncertainty)
+        dist = self.cleaned_data.get("distribution") or "triangular"
+        if dist == "triangular":
+            unc.pop("distribution", None)
+        else:
+            unc["distribution"] = dist
+        return unc
+
+    def workload_name(self) -> str:
+        return self.cleaned_data["model_name"]
+
+    def document(self) -> dict[str, Any]:
+        doc = {
+            "name": self.cleaned_data["name"],
+            "model": self.model_doc(),
+            "training": self.training_doc(),
+            "parallelism": self.parallelism_doc(),
+            "cluster": self.fleet_cluster_doc(),
+            "costs": self.costs_doc(),
+        }
+        if self.uncertainty_doc():
+            doc["uncertainty"] = self.uncertainty_doc()
+        return doc
+
+    @classmethod
+    def initial_from_document(cls, doc: Mapping[str, Any], *, name: str = "", description: str = "",
+                              watched: bool = False, fleet: Any = None,
+                              catalog: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        """Form values for an existing scenario document (edit page); ranges become low/likely/high."""
+        m = doc.get("model", {}) or {}
+        t = doc.get("training", {}) or {}
+        p = doc.get("parallelism", "auto")
+        c = doc.get("cluster", {}) or {}
+        costs = doc.get("costs", {}) or {}
+        unc = doc.get("uncertainty", {}) or {}
+        initial: dict[str, Any] = {
+            "name": name or doc.get("name", ""), "description": description, "watched": watched,
+            "preset": "custom", "fleet": str(fleet.pk) if fleet is not None else "",
+            "model_name": m.get("name", ""), "layers": m.get("layers"), "hidden": m.get("hidden"),
+            "heads": m.get("heads"), "kv_heads": m.get("kv_heads", m.get("heads")),
+            "ffn_hidden": m.get("ffn_hidden"), "gated_ffn": m.get("gated_ffn", False), "vocab": m.get("vocab"),
+            "seq_len": m.get("seq_len"), "global_batch": t.get("global_batch"),
+            "tokens_b": _tidy(float(t["tokens"]) / 1e9) if isinstance(t.get("tokens"), int | float) else None,
+            "precision": t.get("precision", "bf16"), "recompute": t.get("recompute", "auto"),
+            "gpu": c.get("gpu"), "gpus": c.get("gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
+            "nic_gbps": int(c.get("nic_gbps", 400)), "fabric": c.get("fabric", "infiniband"),
+            "topology": c.get("topology", "fat-tree"), "oversubscription": c.get("oversubscription", 1.0),
+            "distribution": unc.get("distribution", "triangular") if isinstance(unc, Mapping) else "triangular",
+        }
+        oversub = c.get("oversubscription", 1.0)
+        if isinstance(oversub, int | float) and oversub > 1 and isinstance(c.get("pod_gpus"), int):
+            initial["pod_gpus"] = c["pod_gpus"]
+        for key in COST_FIELDS:
+            if isinstance(costs.get(key), int | float):
+                initial[key] = costs[key]
+        raw_goodput = costs.get("goodput")
+        goodput: Mapping[str, Any] = raw_goodput if isinstance(raw_goodput, Mapping) else {}
+        for name, path, _default in RANGE_INPUTS:
+            node: Any = costs
+            for part in path:
+                node = node.get(part) if isinstance(node, Mapping) else None
+            low, likely, high = _range_value(node)
+            if likely is not None:
+                initial[name] = likely
+            if low is not None and high is not None:
+                initial[f"{name}_low"], initial[f"{name}_high"] = low, high
+        if "failure_rate_scale" not in initial and not goodput.get("failure_rate_scale"):
+            initial["failure_rate_scale"] = 1.0
+        if catalog is not None and isinstance(c.get("gpu"), str):
+            from planning.services import gpu_server_item
+
+            item = gpu_server_item(gpu=c["gpu"], catalog=catalog, server=costs.get("server"))
+            raw_prices = costs.get("prices")
+            prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
+            low, likely, high = _range_value(prices.get(item["key"])) if item else (None, None, None)
+            if low is not None and high is not None and likely:
+                initial["server_price_low_pct"] = round((low / likely - 1) * 100, 1)
+                initial["server_price_high_pct"] = round((high / likely - 1) * 100, 1)
+        for key, preset in PRESETS.items():
+            if preset["model"] == {k: m.get(k) for k in preset["model"]}:
+                initial["preset"] = key
+                break
+        if isinstance(p, Mapping) and any(p.get(k) not in (None, "auto", 1) for k in ("tp", "pp")):
+            initial.update(par_mode="manual", tp=p.get("tp") if p.get("tp") != "auto" else None,
+                           pp=p.get("pp") if p.get("pp") != "auto" else None)
+        else:
+            initial["par_mode"] = "auto"
+        return {k: v for k, v in initial.items() if v is not None}
+
+
+class FleetForm(FieldErrorMixin, forms.Form):
+    name = forms.CharField(max_length=120)
+    site = forms.CharField(max_length=120, required=False)
+    server_model = forms.ChoiceField(label="Server model")
+    server_count = forms.IntegerField(min_value=1, label="Servers")
+    gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
+    nics_per_node = forms.IntegerField(min_value=1, initial=8, label="NICs per server")
+    nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed")
+    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband")
+    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")
+    oversubscription = forms.FloatField(min_value=1.0, initial=1.0)
+    in_service_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
+                                      label="In service from")
+    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+    FIELDS = ("name", "site", "server_model", "server_count", "gpus_per_node", "nics_per_node", "nic_gbps",
+              "fabric", "topology", "oversubscription", "in_service_date", "notes")
+
+    def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        servers = _catalog_choices(catalog_items, "server")
+        current = self.initial.get("server_model")
+        if current and current not in dict(servers):
+            servers.append((current, current))
+        self._choice("server_model").choices = servers or [("HGX-H100", "HGX H100 8-GPU server")]
+        for f in self.fields.values():
+            if isinstance(f.widget, forms.NumberInput):
+                f.widget.attrs.setdefault("step", "any")
+
+    def data_for_service(self) -> dict[str, Any]:
+        return {k: self.cleaned_data.get(k) for k in self.FIELDS}
+
+
+class SweepForm(FieldErrorMixin, forms.Form):
+    name = forms.CharField(max_length=120, required=False)
+    nic_gbps = forms.TypedMultipleChoiceField(choices=LINK_SPEEDS, coerce=int, required=False,
+                                              widget=forms.CheckboxSelectMultiple, label="Link speeds")
+    fabric = forms.MultipleChoiceField(choices=FABRIC_CHOICES, required=False,
+                                       widget=forms.CheckboxSelectMultiple, label="Fabrics")
+    gpu = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="GPU generations")
+    gpus = forms.CharField(required=False, label="Cluster sizes (GPUs)",
+                           help_text="Comma-separated, e.g. 1024, 2048, 4096")
+    oversubscription = forms.CharField(required=False, label="Oversubscription ratios",
+                                       help_text="Comma-separated, e.g. 1, 2")
+    uncertainty = forms.BooleanField(required=False, initial=True,
+                                     label="Include uncertainty (Monte Carlo P10/P50/P90 and sensitivity)")
+
+    MONTE_CARLO_SAMPLES = 2000
+
+    def params(self) -> dict[str, Any]:
+        if self.cleaned_data.get("uncertainty"):
+            return {"monte_carlo": self.MONTE_CARLO_SAMPLES, "sensitivity": True}
+        return {}
+
+    PATHS = {
+        "axes.cluster.nic_gbps": "nic_gbps", "axes.cluster.fabric": "fabric", "axes.cluster.gpu": "gpu",
+        "axes.cluster.gpus": "gpus", "axes.cluster.oversubscription": "oversubscription",
+        "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.gpu": "gpu", "cluster.gpus": "gpus",
+        "cluster.oversubscription": "oversubscription", "axes": None,  # type: ignore[dict-item]
+    }
+
+    def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._choice("gpu").choices = _catalog_choices(catalog_items, "gpu")
+        self.PATHS = {k: v for k, v in self.PATHS.items() if v}
+
+    @staticmethod
+    def _numbers(raw: str, field: str, cast: Any) -> list[Any]:
+        out = []
+        for part in (raw or "").replace(";", ",").split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                value = cast(part)
+            except ValueError:
+                raise forms.ValidationError(f"{part!r} is not a number.", code="invalid") from None
+            out.append(value)
+        return out
+
+    def clean_gpus(self) -> list[int]:
+        return self._numbers(self.cleaned_data.get("gpus", ""), "gpus", int)
+
+    def clean_oversubscription(self) -> list[float]:
+        return self._numbers(self.cleaned_data.get("oversubscription", ""), "oversubscription", float)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.errors and not self.axes():
+            raise forms.ValidationError("Pick at least one value on at least one axis to sweep.")
+        return data
+
+    def axes(self) -> dict[str, list[Any]]:
+        d = getattr(self, "cleaned_data", {})
+        axes: dict[str, list[Any]] = {}
+        for field, path in (("nic_gbps", "cluster.nic_gbps"), ("fabric", "cluster.fabric"), ("gpu", "cluster.gpu"),
+                            ("gpus", "cluster.gpus"), ("oversubscription", "cluster.oversubscription")):
+            values = d.get(field) or []
+            if values:
+                axes[path] = list(values)
+        return axes

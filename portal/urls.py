@@ -1,0 +1,29 @@
+from django.urls import path
+
+from portal import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("catalog/", views.catalog, name="catalog"),
+    path("catalog/<int:pk>/fork/", views.catalog_fork, name="catalog-fork"),
+    path("fleets/", views.fleets, name="fleets"),
+    path("fleets/new/", views.fleet_edit, name="fleet-new"),
+    path("fleets/<int:pk>/edit/", views.fleet_edit, name="fleet-edit"),
+    path("scenarios/", views.scenarios, name="scenarios"),
+    path("scenarios/new/", views.scenario_edit, name="scenario-new"),
+    path("scenarios/preview/", views.scenario_preview, name="scenario-preview"),
+    path("scenarios/<int:pk>/", views.scenario_detail, name="scenario-detail"),
+    path("scenarios/<int:pk>/edit/", views.scenario_edit, name="scenario-edit"),
+    path("scenarios/<int:pk>/run/", views.scenario_run, name="scenario-run"),
+    path("scenarios/<int:pk>/sweep/", views.scenario_sweep, name="scenario-sweep"),
+    path("runs/", views.runs, name="runs"),
+    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
+    path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
+    path("compare/", views.compare, name="compare"),
+    path("compare/export/", views.compare_export, name="compare-export"),
+    path("reports/", views.reports, name="reports"),
+    path("reports/new/", views.report_new, name="report-new"),
+    path("reports/<int:pk>/", views.report_detail, name="report-detail"),
+    path("reevaluations/", views.reevaluations, name="reevaluations"),
+]

@@ -1,0 +1,113 @@
+"""Fleet calibration page (issue #16): upload measurements, fit, predicted vs measured, fitted values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+from rest_framework import exceptions as drf_exceptions
+
+from accounts.roles import Capability
+from planning.models import Fleet
+from planning.services import calibration as services
+from portal.views.common import _can, _error_dict, _require
+
+MAX_CURVES = 8
+
+
+def _size_label(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def curve_charts(profile_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One chart spec per nccl-tests file: measured bus bandwidth over the model's curve before and after."""
+    charts = []
+    for c in profile_doc.get("collectives", []):
+        for src in c.get("sources", [])[:MAX_CURVES]:
+            curve = src["curve"]
+            oop = [i for i, ip in enumerate(curve["in_place"]) if not ip] or list(range(len(curve["size_bytes"])))
+            labels = [_size_label(curve["size_bytes"][i]) for i in oop]
+            charts.append({
+                "id": f"chart-nccl-{len(charts)}",
+                "title": f"{c['collective']} · {src['ranks']} ranks · {src.get('label') or ''}",
+                "type": "line", "labels": labels, "format": "num", "x_title": "message size",
+                "y_title": "bus bandwidth (GB/s)",
+                "datasets": [
+                    {"label": "measured", "data": [curve["measured_busbw_gbytes_s"][i] for i in oop]},
+                    {"label": "model before calibration", "data": [curve["model_busbw_gbytes_s"][i] for i in oop]},
+                    {"label": "model after calibration", "data": [curve["calibrated_busbw_gbytes_s"][i] for i in oop]},
+                ],
+            })
+    return charts
+
+
+def step_chart(profile_doc: dict[str, Any]) -> dict[str, Any] | None:
+    runs = profile_doc.get("runs", [])
+    if not runs:
+        return None
+    return {"id": "chart-steps", "title": "Step time per run: measured vs predicted", "type": "bar",
+            "labels": [r["id"] for r in runs], "format": "s", "y_title": "seconds per step",
+            "datasets": [
+                {"label": "measured", "data": [r["measured_step_time_s"] for r in runs]},
+                {"label": "predicted before calibration", "data": [r["predicted_before_s"] for r in runs]},
+                {"label": "predicted after calibration", "data": [r["predicted_after_s"] for r in runs]},
+            ]}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
+    fleet = get_object_or_404(Fleet.objects.for_request(request).select_related("team"), pk=pk)
+    can_plan = _can(request, fleet.team_id, Capability.PLAN)
+    errors: dict[str, Any] = {}
+    if request.method == "POST":
+        _require(request, fleet.team_id, Capability.PLAN)
+        try:
+            if request.POST.get("action") == "fit":
+                profile = services.calibration_fit(fleet=fleet, user=request.user, name=request.POST.get("name", ""),
+                                                   note=request.POST.get("note", ""))
+                from simulations.api.calibration import on_profile_change
+
+                on_profile_change(fleet=fleet)
+                messages.success(request, f"Profile v{profile.version} fitted.")
+            else:
+                upload = request.FILES.get("file")
+                if upload is None:
+                    raise drf_exceptions.ValidationError({"file": ["choose a file"]})
+                name, content = services.read_upload(upload)
+                scenario = None
+                if request.POST.get("scenario", "").strip():
+                    try:
+                        scenario = json.loads(request.POST["scenario"])
+                    except ValueError as exc:
+                        raise drf_exceptions.ValidationError({"scenario": [f"not JSON: {exc}"]}) from None
+                services.calibration_upload_create(
+                    fleet=fleet, user=request.user, kind=request.POST.get("kind", ""), content=content,
+                    filename=name, label=request.POST.get("label", ""), scenario=scenario,
+                    collective=request.POST.get("collective") or None)
+                messages.success(request, f"“{name}” imported.")
+            return HttpResponseRedirect(reverse("fleet-calibration", args=[fleet.pk]))
+        except drf_exceptions.ValidationError as exc:
+            errors = _error_dict(exc)
+    profile = services.fleet_profile(fleet=fleet)
+    doc = profile.profile if profile else {}
+    charts = curve_charts(doc)
+    steps = step_chart(doc)
+    if steps:
+        charts.append(steps)
+    return render(request, "portal/fleet_calibration.html", {
+        "fleet": fleet, "can_plan": can_plan, "errors": errors, "profile": profile, "doc": doc,
+        "summary": services.profile_summary(profile=profile) if profile else None,
+        "versions": fleet.calibration_profiles.order_by("-version")[:20],
+        "uploads": fleet.calibration_uploads.order_by("-created_at")[:100],
+        "charts": charts, "kinds": services.KINDS, "max_bytes": services.max_upload_bytes(),
+    }, status=400 if errors else 200)

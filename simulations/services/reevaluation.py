@@ -1,0 +1,167 @@
+"""Scheduled re-evaluation of watched scenarios and the diff of what changed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework import exceptions
+
+from planning import services as planning
+from planning.models import CatalogVersion, Scenario
+from simulations.models import ReEvaluation, RunKind, RunStatus, RunTrigger, SimulationRun
+from simulations.reports import run_metrics
+from simulations.services import dispatch
+from simulations.services.hashing import engine_version, input_hash
+from simulations.services.runs import run_create
+
+logger = logging.getLogger(__name__)
+
+
+def _reevaluation_key(*, scenario: Scenario, hash_: str, version: CatalogVersion | None) -> str:
+    return f"reeval:{scenario.pk}:{hash_}:{version.pk if version else 0}:{engine_version()}"
+
+
+def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str], SimulationRun | None]:
+    """Has the followed catalog version, the fleet or the engine changed since the last succeeded run?"""
+    last = (
+        SimulationRun.objects.filter(scenario=scenario, sweep__isnull=True, status=RunStatus.SUCCEEDED)
+        .order_by("-finished_at", "-pk").first()
+    )
+    if last is None:
+        return True, ["never evaluated"], None
+    document, version, values = planning.scenario_resolve(scenario=scenario)
+    reasons = []
+    snap = last.input_snapshot or {}
+    if (version.pk if version else None) != snap.get("catalog", {}).get("version_id"):
+        reasons.append(
+            f"catalog version v{snap.get('catalog', {}).get('version')} → v{version.number if version else '?'}"
+        )
+    fleet_snap = snap.get("fleet") or {}
+    fleet = scenario.fleet
+    if fleet is not None and (fleet_snap.get("id") != fleet.pk
+                              or fleet_snap.get("updated_at") != fleet.updated_at.isoformat()):
+        reasons.append(f"fleet {fleet.name} changed")
+    if last.engine_version != engine_version():
+        reasons.append(f"engine {last.engine_version} → {engine_version()}")
+    if not reasons and last.input_hash != input_hash(kind=last.kind, document=document, catalog=values,
+                                                     params=last.params):
+        reasons.append("scenario inputs changed")
+    return bool(reasons), reasons, last
+
+
+def reevaluate_watched(*, scenario_ids: list[int] | None = None) -> list[ReEvaluation]:
+    """Re-run watched scenarios whose inputs moved. Each change is re-evaluated once (unique key)."""
+    created: list[ReEvaluation] = []
+    qs = Scenario.objects.filter(watched=True).select_related("fleet", "workload", "catalog", "pinned_version", "team")
+    if scenario_ids is not None:
+        qs = qs.filter(pk__in=scenario_ids)
+    for scenario in qs.order_by("pk"):
+        try:
+            needed, reasons, last = scenario_needs_reevaluation(scenario=scenario)
+            if not needed:
+                continue
+            kind = last.kind if last is not None else RunKind.TCO
+            document, version, values = planning.scenario_resolve(scenario=scenario)
+            params = last.params if last is not None else {}
+            hash_ = input_hash(kind=kind, document=document, catalog=values, params=params)
+            with transaction.atomic():
+                reeval = ReEvaluation.objects.create(
+                    team=scenario.team, scenario=scenario, previous_run=last, reasons=reasons,
+                    idempotency_key=_reevaluation_key(scenario=scenario, hash_=hash_, version=version),
+                )
+                run = run_create(team=scenario.team, user=None, kind=kind, document=document, version=version,
+                                 values=values, scenario=scenario, params=params, force=True,
+                                 trigger=RunTrigger.REEVALUATION, label=f"{scenario.name} (re-evaluation)")
+                reeval.new_run = run
+                reeval.save(update_fields=["new_run"])
+                dispatch.enqueue_runs([run.pk])
+            created.append(reeval)
+        except IntegrityError:
+            continue  # another beat already re-evaluated this change
+        except (ValueError, exceptions.ValidationError) as exc:
+            logger.warning("re-evaluation of scenario %s skipped: %s", scenario.pk, exc)
+    return created
+
+
+def _pct(old: float | None, new: float | None) -> float | None:
+    if old is None or new is None or old == 0:
+        return None
+    return (new - old) / abs(old) * 100.0
+
+
+def _catalog_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    notes = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if a is None:
+            notes.append(f"{key} added")
+        elif b is None:
+            notes.append(f"{key} removed")
+        elif a.get("unit_price_usd") != b.get("unit_price_usd"):
+            p = _pct(a.get("unit_price_usd"), b.get("unit_price_usd"))
+            notes.append(f"{b.get('name') or key} price {p:+.0f}%" if p is not None else f"{key} price changed")
+        elif a.get("power_w") != b.get("power_w"):
+            p = _pct(a.get("power_w"), b.get("power_w"))
+            notes.append(f"{b.get('name') or key} power {p:+.0f}%" if p is not None else f"{key} power changed")
+        else:
+            notes.append(f"{key} specs changed")
+    return notes
+
+
+def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
+    """Per-metric changes between two runs and a one-line human summary of why."""
+    new_m = run_metrics(new)
+    old_m = run_metrics(previous) if previous is not None else {}
+    changes = {}
+    for metric in sorted(set(new_m) | set(old_m)):
+        a, b = old_m.get(metric), new_m.get(metric)
+        if a != b:
+            changes[metric] = {"before": a, "after": b, "delta": (b - a) if a is not None and b is not None else None,
+                               "delta_pct": _pct(a, b)}
+    causes: list[str] = []
+    if previous is not None:
+        causes = _catalog_changes(previous.input_snapshot.get("catalog_values", {}),
+                                  new.input_snapshot.get("catalog_values", {}))
+        if previous.input_snapshot.get("document") != new.input_snapshot.get("document"):
+            causes.append("cluster/workload inputs changed")
+        if previous.engine_version != new.engine_version:
+            causes.append(f"engine {previous.engine_version} → {new.engine_version}")
+    headline = []
+    for metric, label in (("tco.annual_tco_usd", "TCO"), ("tco.usd_per_million_tokens", "$/Mtok"),
+                          ("step_time_s", "step time"), ("time_to_train_days", "time to train")):
+        pct = changes.get(metric, {}).get("delta_pct")
+        if pct is not None and abs(pct) >= 0.05:
+            headline.append(f"{label} {pct:+.1f}%")
+    text = "first evaluation" if previous is None else ", ".join(headline) or "no material change"
+    if causes:
+        text += ": " + "; ".join(causes[:5]) + (f" (+{len(causes) - 5} more)" if len(causes) > 5 else "")
+    return changes, text
+
+
+def reevaluation_complete(*, run: SimulationRun) -> ReEvaluation | None:
+    """Record the diff of a finished re-evaluation run and queue the team webhook (once)."""
+    reeval = ReEvaluation.objects.filter(new_run=run).select_related("previous_run", "team", "scenario").first()
+    if reeval is None or reeval.completed_at is not None:
+        return reeval
+    if run.status == RunStatus.SUCCEEDED:
+        changes, text = run_diff(previous=reeval.previous_run, new=run)
+    else:
+        changes, text = {}, f"re-evaluation {run.status}: {run.error}"
+    webhook = bool(reeval.team.webhook_url)
+    n = ReEvaluation.objects.filter(pk=reeval.pk, completed_at__isnull=True).update(
+        changes=changes, summary=text[:2000], completed_at=timezone.now(),
+        delivery_status=ReEvaluation.Delivery.PENDING if webhook else ReEvaluation.Delivery.NONE,
+    )
+    if n:
+        Scenario.objects.filter(pk=reeval.scenario_id).update(last_evaluated_at=timezone.now(),
+                                                              last_evaluated_hash=run.input_hash)
+        if webhook:
+            dispatch.enqueue_webhook(reeval.pk)
+    reeval.refresh_from_db()
+    return reeval
