@@ -8,7 +8,7 @@ brackets:
   validation); past it the engine's next ``checkpoint()`` raises and the request answers a JSON 503. Must be at
   most half the web timeout, so a request always answers before gunicorn kills it.
 * ``FP_RUN_SOFT_TIME_LIMIT_S`` [300] / ``FP_RUN_TIME_LIMIT_S`` [330] — Celery's soft and hard limits of one run.
-* ``FP_RUN_BUDGET_S`` [soft − 30] — the run's cooperative budget, so the engine stops itself cleanly before
+* ``FP_RUN_BUDGET_S`` [soft − min(30, soft/4)] — the run's cooperative budget, so the engine stops itself cleanly before
   Celery's soft limit interrupts it.
 * ``FP_RUN_STUCK_AFTER_S`` [900] — the run lease: a RUNNING run whose heartbeat is older is re-claimed by the
   next delivery or re-queued by the reaper. It must be longer than the hard limit: a live execution cannot
@@ -23,7 +23,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-RUN_BUDGET_MARGIN_S = 30.0  # the cooperative budget ends this long before Celery's soft limit
+RUN_BUDGET_MARGIN_S = 30.0  # the cooperative budget ends this long (at most a quarter) before the soft limit
 HEARTBEAT_EVERY_S = 2.0  # a running engine call renews its lease at most this often (one UPDATE)
 
 
@@ -48,8 +48,8 @@ def run_time_limit_s() -> int:
 
 
 def run_budget_s() -> float:
-    default = max(1.0, run_soft_time_limit_s() - RUN_BUDGET_MARGIN_S)
-    return _get("FP_RUN_BUDGET_S", default)
+    soft = run_soft_time_limit_s()
+    return _get("FP_RUN_BUDGET_S", soft - min(RUN_BUDGET_MARGIN_S, soft / 4))
 
 
 def run_lease_s() -> float:
