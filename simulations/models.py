@@ -30,6 +30,7 @@ class RunKind(models.TextChoices):
     PREDICT = "predict", "Predict"
     SEARCH = "search", "Search parallelism"
     TCO = "tco", "Total cost of ownership"
+    FABRIC = "fabric", "Fabric study"  # flow-level simulation of collective traffic (engine.flowsim)
 
 
 class RunTrigger(models.TextChoices):
