@@ -49,8 +49,16 @@ from simulations.engine.spec import (
     ParallelismSpec,
     Scenario,
     TrainingSpec,
+    scenario_to_dict,
 )
 from simulations.engine.topology import build_topology
+
+__all__ = [  # the parser, and the types and enums of .spec it returns (import them from here or from .spec)
+    "ATTENTION", "AUTO", "DEFAULT_QPS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE",
+    "ROUTINGS", "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec",
+    "Scenario", "ScenarioError", "TrainingSpec", "default_server_key", "parse_cluster", "parse_scenario",
+    "scenario_to_dict",
+]
 
 TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description"}
 REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
@@ -294,10 +302,18 @@ def _server(key: str | None, c: ClusterSpec, catalog: Catalog | None) -> str | N
         if held != c.gpus_per_node:
             raise ScenarioError("cluster.gpus_per_node", f"{c.gpus_per_node} does not match server {key} ({held} GPUs)")
         return key
+    return default_server_key(c.gpu, c.gpus_per_node, catalog)
+
+
+def default_server_key(gpu: str, gpus_per_node: int, catalog: Catalog | None = None) -> str | None:
+    """The catalog server that holds ``gpus_per_node`` x ``gpu`` (the engine's default for the GPU first), or None.
+
+    8 x H100-SXM -> HGX-H100; 72 x GB300 -> GB300-NVL72 (one rack-scale NVLink domain).
+    """
     matches = sorted(k for k, v in items_of_kind("server", catalog).items()
-                     if (v.get("specs") or {}).get("gpu") == c.gpu
-                     and int((v.get("specs") or {}).get("gpus_per_server", 0)) == c.gpus_per_node)
-    preferred = DEFAULT_SERVER_FOR_GPU.get(c.gpu)
+                     if (v.get("specs") or {}).get("gpu") == gpu
+                     and int((v.get("specs") or {}).get("gpus_per_server", 0)) == gpus_per_node)
+    preferred = DEFAULT_SERVER_FOR_GPU.get(gpu)
     if preferred in matches:
         return preferred
     return matches[0] if matches else None
@@ -428,72 +444,3 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")
     _check_layout(scenario)
     return _with_topology(scenario, catalog)
-
-
-def _auto(v: Any) -> Any:
-    return AUTO if v is None else v
-
-
-def scenario_to_dict(s: Scenario) -> dict[str, Any]:
-    """The canonical document for ``s`` (defaults filled in; auto settings as ``"auto"``)."""
-    m = s.model
-    model: dict[str, Any] = {
-        "name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
-        "ffn_hidden": m.ffn_hidden, "gated_ffn": m.gated_ffn, "vocab": m.vocab, "seq_len": m.seq_len,
-    }
-    if m.head_dim:  # only when it differs from hidden/heads, so older documents keep their canonical form
-        model["head_dim"] = m.head_dim
-    if m.moe is not None:
-        model["moe"] = {
-            "experts": m.moe.experts, "top_k": m.moe.top_k, "expert_ffn_hidden": m.moe.expert_ffn_hidden,
-            "shared_experts": m.moe.shared_experts, "dense_layers": m.moe.dense_layers,
-            "dense_ffn_hidden": m.moe.dense_ffn_hidden,
-        }
-    t = s.training
-    p = s.parallelism
-    c = s.cluster
-    par: Any
-    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel)):
-        par = AUTO
-    else:
-        par = {
-            "tp": _auto(p.tp), "pp": _auto(p.pp), "cp": _auto(p.cp), "ep": _auto(p.ep), "vpp": _auto(p.vpp),
-            "sequence_parallel": _auto(p.sequence_parallel),
-        }
-        if p.dp is not None:
-            par["dp"] = p.dp
-    cluster: dict[str, Any] = {
-        "gpu": c.gpu, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
-        "nic_gbps": c.nic_gbps, "fabric": c.fabric, "topology": c.topology, "tiers": c.tiers,
-        "oversubscription": c.oversubscription, "pod_gpus": c.pod_gpus, "routing": c.routing,
-    }
-    if c.qps_per_connection != DEFAULT_QPS[c.routing]:
-        cluster["qps_per_connection"] = c.qps_per_connection
-    if c.switch is not None:
-        cluster["switch"] = c.switch
-    if c.nic is not None:
-        cluster["nic"] = c.nic
-    out: dict[str, Any] = {
-        "model": model,
-        "training": {
-            "global_batch": t.global_batch, "micro_batch": _auto(t.micro_batch), "precision": t.precision,
-            "recompute": _auto(t.recompute), "tokens": t.tokens, "zero": _auto(t.zero),
-        },
-        "parallelism": par,
-        "cluster": cluster,
-    }
-    if t.attention is not None:
-        out["training"]["attention"] = t.attention
-    if t.dropout is not None:
-        out["training"]["dropout"] = t.dropout
-    if t.framework is not None:
-        out["training"]["framework"] = t.framework
-    if s.name:
-        out["name"] = s.name
-    if s.description:
-        out["description"] = s.description
-    if s.costs is not None:
-        out["costs"] = s.costs
-    if s.uncertainty is not None:
-        out["uncertainty"] = s.uncertainty
-    return out

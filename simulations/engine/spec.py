@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from simulations.engine.topology import Topology
 
 __all__ = [
-    "ATTENTION", "AUTO", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE", "ROUTINGS",
+    "ATTENTION", "AUTO", "DEFAULT_QPS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE", "ROUTINGS",
     "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec", "Scenario",
-    "ScenarioError", "TrainingSpec",
+    "ScenarioError", "TrainingSpec", "scenario_to_dict",
 ]
 
 AUTO = "auto"
@@ -167,3 +167,72 @@ class Scenario:
         if self.topology is None:
             raise ScenarioError("cluster", "scenario was not parsed with parse_scenario (no topology)")
         return self.topology
+
+
+def _auto(v: Any) -> Any:
+    return AUTO if v is None else v
+
+
+def scenario_to_dict(s: Scenario) -> dict[str, Any]:
+    """The canonical document for ``s`` (defaults filled in; auto settings as ``"auto"``)."""
+    m = s.model
+    model: dict[str, Any] = {
+        "name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+        "ffn_hidden": m.ffn_hidden, "gated_ffn": m.gated_ffn, "vocab": m.vocab, "seq_len": m.seq_len,
+    }
+    if m.head_dim:  # only when it differs from hidden/heads, so older documents keep their canonical form
+        model["head_dim"] = m.head_dim
+    if m.moe is not None:
+        model["moe"] = {
+            "experts": m.moe.experts, "top_k": m.moe.top_k, "expert_ffn_hidden": m.moe.expert_ffn_hidden,
+            "shared_experts": m.moe.shared_experts, "dense_layers": m.moe.dense_layers,
+            "dense_ffn_hidden": m.moe.dense_ffn_hidden,
+        }
+    t = s.training
+    p = s.parallelism
+    c = s.cluster
+    par: Any
+    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel)):
+        par = AUTO
+    else:
+        par = {
+            "tp": _auto(p.tp), "pp": _auto(p.pp), "cp": _auto(p.cp), "ep": _auto(p.ep), "vpp": _auto(p.vpp),
+            "sequence_parallel": _auto(p.sequence_parallel),
+        }
+        if p.dp is not None:
+            par["dp"] = p.dp
+    cluster: dict[str, Any] = {
+        "gpu": c.gpu, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
+        "nic_gbps": c.nic_gbps, "fabric": c.fabric, "topology": c.topology, "tiers": c.tiers,
+        "oversubscription": c.oversubscription, "pod_gpus": c.pod_gpus, "routing": c.routing,
+    }
+    if c.qps_per_connection != DEFAULT_QPS[c.routing]:
+        cluster["qps_per_connection"] = c.qps_per_connection
+    if c.switch is not None:
+        cluster["switch"] = c.switch
+    if c.nic is not None:
+        cluster["nic"] = c.nic
+    out: dict[str, Any] = {
+        "model": model,
+        "training": {
+            "global_batch": t.global_batch, "micro_batch": _auto(t.micro_batch), "precision": t.precision,
+            "recompute": _auto(t.recompute), "tokens": t.tokens, "zero": _auto(t.zero),
+        },
+        "parallelism": par,
+        "cluster": cluster,
+    }
+    if t.attention is not None:
+        out["training"]["attention"] = t.attention
+    if t.dropout is not None:
+        out["training"]["dropout"] = t.dropout
+    if t.framework is not None:
+        out["training"]["framework"] = t.framework
+    if s.name:
+        out["name"] = s.name
+    if s.description:
+        out["description"] = s.description
+    if s.costs is not None:
+        out["costs"] = s.costs
+    if s.uncertainty is not None:
+        out["uncertainty"] = s.uncertainty
+    return out

@@ -116,3 +116,33 @@ def test_72_gpus_per_node_of_a_hgx_gpu_is_explained() -> None:
     with pytest.raises(ScenarioError) as info:
         validate_scenario(doc)
     assert info.value.field == "cluster.gpus_per_node" and "HGX-B300 (8 GPUs)" in str(info.value)
+
+
+@pytest.mark.parametrize("workload", [gb300_dense, gb300_moe])
+def test_gb300_through_the_command_line(tmp_path: Any, workload: Any) -> None:
+    """``manage.py predict`` and ``manage.py tco`` on a GB300 NVL72 scenario at 800 Gb/s per GPU."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    path = tmp_path / "gb300.json"
+    path.write_text(json.dumps(workload()))
+    out = StringIO()
+    call_command("predict", str(path), stdout=out)
+    perf = json.loads(out.getvalue())
+    assert perf["fits"] is True and perf["fabric"]["nvlink_domain_gpus"] == 72
+    out = StringIO()
+    call_command("tco", str(path), stdout=out)
+    cost = json.loads(out.getvalue())
+    assert cost["tco"]["server_model"] == "GB300-NVL72" and cost["fabric"]["link_gbps"] == 800.0
+    assert cost["performance"]["step_time_s"] == perf["step_time_s"]
+
+
+def test_default_server_follows_gpus_per_node() -> None:
+    from simulations.engine.scenario import default_server_key
+
+    assert default_server_key("GB300", 72) == "GB300-NVL72"
+    assert default_server_key("GB200", 72) == "GB200-NVL72"
+    assert default_server_key("B300", 8) == "HGX-B300"
+    assert default_server_key("B300", 72) is None
