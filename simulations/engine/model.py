@@ -341,15 +341,19 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     on_nic_dp = cl.on_nic(placements["dp"])
     on_nic_cp = cl.on_nic(placements["cp"])
     on_nic_ep = cl.on_nic(placements.get("ep") or cl.place(net, ep, tp))
+    zeros = np.zeros_like(tp)
+    t_bwd_c = stage_share * ctx.layers * (t_layer_bwd + t_layer_rc)
+    z2_floor = np.where(prof["grad_overlap"] > 0.5, bucket, 1.0) * z2_mb  # last bucket, or all without overlap
+    z3_floor = np.where(zero >= 3, z3_layer / np.maximum(prof["z3_prefetch"], 1.0), 0.0)  # first layer's gather
     tl = comm_timeline(
         compute=t_compute_mb,
         items={
-            "cp": (stage_share * ctx.layers * np.where(cp > 1, t_cp_raw, 0.0), t_cp_mb, on_nic_cp),
-            "ep": (stage_share * ctx.layers * (t_ep_layer + t_ep_hidden), t_ep_mb, on_nic_ep),
-            "z2": (z2_mb, np.where(prof["grad_overlap"] > 0.5, np.maximum(z2_mb - stage_share * ctx.layers
-                   * (t_layer_bwd + t_layer_rc), bucket * z2_mb), z2_mb), on_nic_dp),
-            "z3": (z3_mb, np.maximum(0.0, z3_mb - t_compute_mb) + z3_layer * np.where(zero >= 3, 1.0, 0.0)
-                   / np.maximum(prof["z3_prefetch"], 1.0), on_nic_dp),
+            "cp": (stage_share * ctx.layers * np.where(cp > 1, t_cp_raw, 0.0), t_cp_mb, on_nic_cp,
+                   stage_share * ctx.layers * np.where(cp > 1, 0.1 * t_cp_raw, 0.0)),
+            "ep": (stage_share * ctx.layers * (t_ep_layer + t_ep_hidden), t_ep_mb, on_nic_ep, zeros),
+            "z2": (z2_mb, np.maximum(z2_mb - np.where(prof["grad_overlap"] > 0.5, t_bwd_c, 0.0), z2_floor), on_nic_dp,
+                   z2_floor),
+            "z3": (z3_mb, np.maximum(0.0, z3_mb - t_compute_mb) + z3_floor, on_nic_dp, z3_floor),
         },
     )
     t_cp_mb = tl["cp"]

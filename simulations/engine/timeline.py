@@ -25,9 +25,9 @@ import numpy.typing as npt
 Arr = npt.NDArray[np.float64]
 
 
-def comm_timeline(compute: Arr, items: dict[str, tuple[Arr, Arr, Arr]], **_: Arr) -> dict[str, Arr]:
-    """``items``: name -> (raw time c_i, exposed alone e_i, 1.0 where it uses the NICs else 0.0; kept for the
-    flow simulator's per-resource view), per micro-batch.
+def comm_timeline(compute: Arr, items: dict[str, tuple[Arr, Arr, Arr, Arr]]) -> dict[str, Arr]:
+    """``items``: name -> (raw time c_i, exposed alone e_i, 1.0 where it uses the NICs else 0.0 (kept for the
+    flow simulator's per-resource view), never-hidden part f_i <= e_i), per micro-batch.
 
     Returns exposed time per item after sharing, and ``hidden`` (total communication time run under compute,
     which still slows compute through SM and HBM interference).
@@ -38,7 +38,8 @@ def comm_timeline(compute: Arr, items: dict[str, tuple[Arr, Arr, Arr]], **_: Arr
     zero = np.zeros_like(compute)
     sum_e = sum((alone[k] for k in names), zero)
     sum_c = sum((raw[k] for k in names), zero)
-    total = np.maximum(sum_e, sum_c - compute)
+    sum_f = sum((np.minimum(items[k][3], alone[k]) for k in names), zero)
+    total = np.minimum(sum_c, np.maximum(sum_e, sum_c - compute + sum_f))
     extra = total - sum_e
     hideable = sum_c - sum_e  # sum of (c_i - e_i) >= extra
     out: dict[str, Arr] = {}

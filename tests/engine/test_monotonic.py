@@ -47,8 +47,9 @@ def test_more_bandwidth_more_nics_less_oversubscription_adaptive_never_slower(na
     assert np.all(_steps(m, nic_gbps=400, nics_per_node=8) <= fewer_nics * (1 + tol))
 
 
+@pytest.mark.parametrize("slow_gpu,fast_gpu", [("A100-80GB", "H100-SXM"), ("H100-SXM", "B200")])
 @pytest.mark.parametrize("name", PARAMS)
-def test_faster_gpu_never_slower(name: str) -> None:
+def test_faster_gpu_never_slower(name: str, slow_gpu: str, fast_gpu: str) -> None:
     m = MODELS[name]
     a100 = parse_scenario(scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto",
                                                                       "zero": "auto", "global_batch": 256},
@@ -56,6 +57,6 @@ def test_faster_gpu_never_slower(name: str) -> None:
     if m is not None:
         a100 = dataclasses.replace(a100, model=parse_scenario(scenario(cluster={"gpus": 256}) | {"model": m}).model)
     lay = candidate_layouts(a100)
-    slow = evaluate(make_context(a100, gpu_spec("H100-SXM")), lay)["step_time_s"]
-    fast = evaluate(make_context(a100, gpu_spec("B200")), lay)["step_time_s"]
+    slow = evaluate(make_context(a100, gpu_spec(slow_gpu)), lay)["step_time_s"]
+    fast = evaluate(make_context(a100, gpu_spec(fast_gpu)), lay)["step_time_s"]
     assert np.all(fast <= slow * (1 + 1e-9))

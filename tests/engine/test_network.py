@@ -136,3 +136,39 @@ def test_network_bound_rows() -> None:
     assert summary(dense)["mape"] <= 0.10, report_rows(rows)
     assert summary(dense)["worst"] <= 0.25, report_rows(rows)
     assert s["rows"] == 10
+
+
+def _with(doc: dict, **training: object) -> dict:
+    out = json.loads(json.dumps(doc))
+    out["training"].update(training)
+    return out
+
+
+def test_framework_profiles_change_what_is_hidden() -> None:
+    doc = dp_heavy(nic_gbps=100)
+    doc["training"]["zero"] = 2
+    doc["training"]["global_batch"] = 4096
+    ds = predict(_with(doc, framework="deepspeed"))  # overlap_comm off for ZeRO-1/2
+    fsdp = predict(_with(doc, framework="fsdp"))
+    assert ds.breakdown_s["dp_comm_exposed"] > fsdp.breakdown_s["dp_comm_exposed"] > 0
+    tp_doc = scenario(parallelism={"tp": 8, "pp": 1, "cp": 1})
+    mcore = predict(_with(tp_doc, framework="megatron-core"))
+    nemo = predict(_with(tp_doc, framework="nemo"))  # userbuffer TP overlap
+    assert nemo.breakdown_s["tp_comm"] < mcore.breakdown_s["tp_comm"]
+    # Megatron's distributed optimizer keeps the full fp32 gradient buffer: ZeRO-2 costs ZeRO-1's memory
+    mz2 = predict(_with(tp_doc, framework="megatron-core", zero=2))
+    mz1 = predict(_with(tp_doc, framework="megatron-core", zero=1))
+    assert mz2.memory_gb_per_gpu == pytest.approx(mz1.memory_gb_per_gpu)
+    assert predict(_with(tp_doc, framework="fsdp", zero=2)).memory_gb_per_gpu < mz1.memory_gb_per_gpu
+
+
+def test_llama3_405b_with_metas_layout_fits_in_80gb() -> None:
+    from simulations.engine.validation import DEFAULT_RUNS
+
+    run = next(r for r in load_runs(DEFAULT_RUNS) if r["id"] == "llama3-405b-8192-cp1")
+    doc = json.loads(json.dumps(run["scenario"]))
+    doc["parallelism"]["vpp"] = 4
+    doc["training"]["micro_batch"] = 1
+    r = predict(doc)
+    assert r.fits and r.memory_gb_per_gpu < 80.0 < r.memory_limit_gb + 1.0
+    assert r.parallelism["recompute"] == "none"
