@@ -187,6 +187,13 @@ class Scenario(TeamOwnedModel):
     watched = models.BooleanField(default=False, help_text="Re-evaluate when its inputs change.")
     last_evaluated_at = models.DateTimeField(null=True, blank=True)
     last_evaluated_hash = models.CharField(max_length=64, blank=True)
+    use_calibration = models.BooleanField(
+        default=True, help_text="Use the fleet's calibration profile (its own, or calibration_fleet's) when set."
+    )
+    calibration_fleet = models.ForeignKey(
+        Fleet, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Borrow this fleet's calibration profile (hardware the team does not own or has not measured).",
+    )
 
 
     def __str__(self) -> str:
@@ -223,3 +230,56 @@ class ObjectChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type} #{self.object_id}"
+
+
+# --- Calibration (issue #16) ---------------------------------------------------------------------------
+class CalibrationUpload(TeamOwnedModel):
+    """A measurement file of a fleet: nccl-tests output, a training step log or GPU telemetry.
+
+    Kept as text with what the engine's importer read from it (``parsed``); the importers read numbers with
+    int/float only, nothing in a file is executed. Step logs carry the run's scenario document.
+    """
+
+    class Kind(models.TextChoices):
+        NCCL_TESTS = "nccl-tests", "nccl-tests output"
+        STEP_LOG = "step-log", "Training step log"
+        TELEMETRY = "telemetry", "GPU telemetry (nvidia-smi / DCGM)"
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="calibration_uploads")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    label = models.CharField(max_length=120, blank=True)
+    filename = models.CharField(max_length=200, blank=True)
+    size_bytes = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content = models.TextField()
+    parsed = models.JSONField(default=dict)
+    scenario = models.JSONField(null=True, blank=True, help_text="Step logs: the run's scenario document.")
+
+    class Meta(TeamOwnedModel.Meta):
+        indexes: ClassVar = [models.Index(fields=["fleet", "kind"])]
+
+    def __str__(self) -> str:
+        return self.label or self.filename or f"calibration file {self.pk}"
+
+
+class CalibrationProfile(TeamOwnedModel):
+    """A fitted calibration of a fleet (immutable; a new fit is the next ``version``).
+
+    ``profile`` is ``simulations.engine.calibration.Profile.to_dict()`` plus the files it came from.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="calibration_profiles")
+    version = models.PositiveIntegerField()
+    name = models.CharField(max_length=120, blank=True)
+    note = models.CharField(max_length=500, blank=True)
+    profile = models.JSONField(default=dict)
+    uploads = models.ManyToManyField(CalibrationUpload, related_name="profiles", blank=True)
+
+    class Meta(TeamOwnedModel.Meta):
+        ordering: ClassVar = ["fleet_id", "-version"]
+        constraints: ClassVar = [
+            models.UniqueConstraint(fields=["fleet", "version"], name="uniq_calibration_profile_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fleet.name} calibration v{self.version}"
