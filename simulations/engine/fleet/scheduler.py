@@ -94,17 +94,26 @@ class Fleet(Sim):
                 self.take_spare(job, job.alloc[0][0] if job.alloc else 0)
                 self.begin_restart(job, t)
 
-    def order(self, job: Job) -> list[int]:
-        """Clusters to try: soonest expected finish first (named jobs: run time, failures, repair stalls when the
-        job leaves no spare node), else plan order."""
-        cs = [c for c in job.elig if self.up[c]]
-        if len(cs) > 1 and job.stream < 0:
-            cs.sort(key=lambda c: (job.options[c].expected_days, c))
-        return cs
+    def route(self, job: Job) -> list[tuple[int, int]]:
+        """(cluster, nodes) to try: soonest expected finish first (named jobs: run time, failures, repair stalls
+        when the job leaves no spare node), else plan order. Built once per job."""
+        r = job.route
+        if r is None:
+            cs = list(job.elig)
+            if len(cs) > 1 and job.stream < 0:
+                cs.sort(key=lambda c: (job.options[c].expected_days, c))
+            r = job.route = [(c, self.nodes(job, c)) for c in cs]
+        return r
 
     def nodes(self, job: Job, c: int) -> int:
         opt = job.options.get(c)
         return opt.nodes if opt is not None else -(-job.gpus // self.gpn[c])
+
+    def wall(self, job: Job, c: int) -> float:
+        w = job.west.get(c)
+        if w is None:
+            w = job.west[c] = self.est_wall(job, self.option(job, c))
+        return w
 
     def shadow(self, c: int, need: int, t: float) -> tuple[float, int]:
         """EASY reservation on cluster ``c`` for ``need`` nodes: (shadow time, spare nodes at that time)."""
@@ -145,16 +154,14 @@ class Fleet(Sim):
                 self.frag[c] = f
 
     def try_start(self, job: Job, t: float, blocked: set[int], res: dict[int, tuple[float, int]]) -> bool:
-        for c in self.order(job):
-            if c in blocked:
-                continue
-            n = self.nodes(job, c)
-            if self.free[c] < n:
+        free, up = self.free, self.up
+        for c, n in self.route(job):
+            if free[c] < n or not up[c] or c in blocked:
                 continue
             r = res.get(c)
             late = False
             if r is not None:
-                late = t + self.est_wall(job, self.option(job, c)) > r[0]
+                late = t + self.wall(job, c) > r[0]
                 if late and n > r[1]:
                     continue
             alloc = self.place(c, n)
@@ -171,7 +178,7 @@ class Fleet(Sim):
         if self.policy == "backfill":
             cands = [c for c in job.elig if self.up[c] and c not in res]
             if cands:
-                shadows = [(self.shadow(c, self.nodes(job, c), t), c) for c in cands]
+                shadows = [(self.shadow(c, n, t), c) for c, n in self.route(job) if c in cands]
                 (when, extra), best = min(shadows, key=lambda x: (x[0][0], x[1]))
                 res[best] = (when, extra)
         else:
@@ -226,10 +233,9 @@ class Fleet(Sim):
 
     def preempt_for(self, job: Job, t: float, blocked: set[int]) -> bool:
         """Priority with preemption: stop lower-priority jobs (lowest first, newest first) until ``job`` fits."""
-        for c in self.order(job):
-            if c in blocked:
+        for c, n in self.route(job):
+            if c in blocked or not self.up[c]:
                 continue
-            n = self.nodes(job, c)
             victims = sorted((self.jobs[j] for j in self.running[c] if self.jobs[j].prio < job.prio),
                              key=lambda j: (j.prio, -(j.first_start or 0.0), -j.id))
             if self.free[c] + sum(v.held for v in victims) < n:

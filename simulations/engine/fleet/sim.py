@@ -53,6 +53,7 @@ class Job:
         "remaining",
         "restart_end",
         "resumed",
+        "route",
         "seg_end",
         "seg_start",
         "spare_t",
@@ -61,6 +62,7 @@ class Job:
         "submit",
         "team",
         "visits",
+        "west",
         "work",
     )
 
@@ -83,6 +85,8 @@ class Job:
         self.spare_t = 0.0
         self.key = (0 if fifo else -prio, submit, jid)
         self.held = 0  # nodes held now
+        self.route: list[tuple[int, int]] | None = None  # (cluster, nodes) in preference order, built once
+        self.west: dict[int, float] = {}  # expected wall days per cluster while waiting (reset on requeue)
         self.work = work  # fault-free days of a stream job (named jobs take theirs from their options)
 
 
@@ -242,6 +246,7 @@ class Sim:
     def enqueue(self, job: Job, t: float) -> None:
         job.state = WAIT
         job.enq = t
+        job.west = {}
         job.visits += 1
         bisect.insort(self.queue, (job.key, job.id))
         self.sizes[job.gpus] = self.sizes.get(job.gpus, 0) + 1

@@ -91,15 +91,15 @@ def table(out: dict[str, Any]) -> str:
     lines.append(f"  replications with a shortfall: {s['replications_with_shortfall']} of {s['replications']}; "
                  f"meeting all deadlines: {s['replications_meeting_all_deadlines']}")
     lines.append("")
-    lines.append("per cluster (seed %d): mean GPUs allocated / productive / failed / idle of capacity" % first["seed"])
+    seed = first["seed"]
+    lines.append(f"per cluster (seed {seed}): mean GPUs allocated / productive / failed / idle of capacity")
     for name, tl in first["timeline"].items():
         days = max(len(tl["capacity"]), 1)
         mean = {k: sum(tl[k]) / days for k in ("allocated", "productive", "failed", "idle", "capacity")}
         lines.append(f"  {name}: {mean['allocated']:,.0f} / {mean['productive']:,.0f} / {mean['failed']:,.0f} / "
                      f"{mean['idle']:,.0f} of {mean['capacity']:,.0f}")
     lines.append("")
-    lines.append("quarters (seed %d): GPU-hours demanded / delivered, capex, opex, USD per delivered GPU-hour"
-                 % first["seed"])
+    lines.append(f"quarters (seed {seed}): GPU-hours demanded / delivered, capex, opex, USD per delivered GPU-hour")
     for q in first["quarters"]:
         cost = ""
         if "capex_usd" in q:
@@ -111,7 +111,7 @@ def table(out: dict[str, Any]) -> str:
     named = [j for j in first["jobs"] if j["deadline_day"] is not None]
     if named:
         lines.append("")
-        lines.append("named jobs (seed %d):" % first["seed"])
+        lines.append(f"named jobs (seed {seed}):")
         for j in first["jobs"]:
             end = "not finished" if j["end_day"] is None else f"ends day {j['end_day']:.1f}"
             met = {True: "met", False: "MISSED", None: "-"}[j["deadline_met"]]
