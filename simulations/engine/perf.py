@@ -278,9 +278,25 @@ def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
     return s, ctx
 
 
+def _document_calibration(s: Scenario, catalog: Catalog | None, calibration: Any) -> Any:
+    """The overlay of the profile the document carries under ``calibration`` (issue #16), unless one is given."""
+    if calibration is not None or not s.extras.get("calibration"):
+        return calibration
+    from simulations.engine.calibration import overlay_from_scenario  # lazy: calibration imports perf
+
+    return overlay_from_scenario(s, catalog)
+
+
 def _calibration_note(r: Result, calibration: Any) -> Result:
+    """The profile's residual factor (if any) and its note: ``calibration.finish(result)`` when it has one."""
+    if calibration is None:
+        return r
+    finish = getattr(calibration, "finish", None)
+    if finish is not None:
+        out: Result = finish(r)
+        return out
     note = getattr(calibration, "note", None)
-    if calibration is not None and note:
+    if note:
         r.notes.append(str(note))
     return r
 
@@ -298,7 +314,9 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
 
     Returns the winner plus ``top_k`` runners-up, each with the reason it loses.
     """
-    s, ctx = _prepare(scenario, catalog, calibration)
+    s = parse_scenario(scenario, catalog)
+    calibration = _document_calibration(s, catalog, calibration)
+    s, ctx = _prepare(s, catalog, calibration)
     lay = candidate_layouts(s)
     out = evaluate(ctx, lay)
     order, n_fit = _rank(out)
@@ -308,7 +326,7 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     alts: list[Alternative] = []
     limit = n_fit if n_fit > 0 else len(order)
     for j in order[1: min(limit, top_k + 1)]:
-        r = _result_at(s, ctx, lay, out, int(j))
+        r = _calibration_note(_result_at(s, ctx, lay, out, int(j)), calibration)
         alts.append(Alternative(r, _why(best, r)))
     return SearchResult(
         **{k: getattr(best, k) for k in Result.__dataclass_fields__},
@@ -321,7 +339,9 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
 def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
             calibration: Any = None) -> Result:
     """Predict one training run. "auto" settings are resolved by the search (the fastest layout that fits)."""
-    s, ctx = _prepare(scenario, catalog, calibration)
+    s = parse_scenario(scenario, catalog)
+    calibration = _document_calibration(s, catalog, calibration)
+    s, ctx = _prepare(s, catalog, calibration)
     lay = candidate_layouts(s)
     out = evaluate(ctx, lay)
     if len(lay) == 1:
@@ -336,5 +356,7 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
 def evaluate_layouts(scenario: Mapping[str, Any] | Scenario, layouts: Layouts,
                      catalog: Catalog | None = None, calibration: Any = None) -> dict[str, Arr]:
     """Raw vectorised evaluation of arbitrary layouts (benchmarks, analysis)."""
-    _, ctx = _prepare(scenario, catalog, calibration)
+    s = parse_scenario(scenario, catalog)
+    calibration = _document_calibration(s, catalog, calibration)
+    _, ctx = _prepare(s, catalog, calibration)
     return evaluate(ctx, layouts)

@@ -60,7 +60,10 @@ __all__ = [  # the parser, and the types and enums of .spec it returns (import t
     "scenario_to_dict",
 ]
 
-TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description"}
+# "calibration": a fleet's calibration profile (simulations.engine.calibration, issue #16), kept in
+# Scenario.extras["calibration"] and applied by perf.predict / search (and so by tco)
+TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description",
+            "calibration"}
 REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
 MODEL_KEYS = {
     "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_ffn", "vocab", "seq_len", "moe",
@@ -274,6 +277,7 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
     tiers_given = d.get("tiers") not in (None, AUTO)
     tiers = _int(d, "tiers", path) if tiers_given else 0
     oversub = _number(d, "oversubscription", path, default=1.0)
+    pod_given = d.get("pod_gpus") is not None
     pod = min(_int(d, "pod_gpus", path, default=gpus), gpus)
     routing = str(_choice(d, "routing", path, ROUTINGS, "adaptive" if fabric == "infiniband" else "ecmp"))
     qps = _int(d, "qps_per_connection", path, default=DEFAULT_QPS[routing])
@@ -281,6 +285,7 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
         gpu=gpu, gpus=gpus, gpus_per_node=gpn, nics_per_node=nics, nic_gbps=nic_gbps, fabric=fabric,
         topology=topology, tiers=tiers, oversubscription=oversub, pod_gpus=pod, routing=routing,
         switch=_key(d, "switch", path), nic=_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
+        pod_given=pod_given,
     )
 
 
@@ -401,6 +406,21 @@ def _check_layout(s: Scenario) -> None:
         raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}")
 
 
+def _calibration_extras(section: Any) -> dict[str, Any]:
+    """The document's ``calibration`` section, checked by the calibration package (lazy: it imports perf)."""
+    if section is None:
+        return {}
+    from simulations.engine.calibration.profile import check_document_calibration
+
+    try:
+        check_document_calibration(section)
+    except ValueError as exc:
+        msg = str(exc)
+        field, _, message = msg.partition(": ")
+        raise ScenarioError(field or "calibration", message or msg) from None
+    return {"calibration": dict(section)}
+
+
 def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Scenario:
     """Validate ``doc`` and return a :class:`Scenario` (an already parsed Scenario is returned as is).
 
@@ -439,6 +459,7 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         fabric=_fabric_settings(d.get("costs"), cluster, catalog),
         cost_params=cost_params,
         ranges=dict(ranges),
+        extras=_calibration_extras(raw.get("calibration")),
     )
     if scenario.parallelism.tp is not None and scenario.cluster.gpus % scenario.parallelism.tp:
         raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")

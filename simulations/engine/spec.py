@@ -133,6 +133,8 @@ class ClusterSpec:
     # cluster.tiers was set explicitly (else the smallest that fits); not compared: a canonical document writes
     # the built count, which sizes to the same fabric
     tiers_given: bool = field(default=False, compare=False)
+    # cluster.pod_gpus was set explicitly: non-blocking pods of that size, oversubscription only above them
+    pod_given: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,10 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     cluster: dict[str, Any] = {
         "gpu": c.gpu, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
         "nic_gbps": c.nic_gbps, "fabric": c.fabric, "topology": c.topology, "tiers": c.tiers,
-        "oversubscription": c.oversubscription, "pod_gpus": c.pod_gpus, "routing": c.routing,
+        "oversubscription": c.oversubscription, "routing": c.routing,
     }
+    if c.pod_given:  # a default pod (the whole cluster) is not written: writing it would change its meaning
+        cluster["pod_gpus"] = c.pod_gpus
     if c.qps_per_connection != DEFAULT_QPS[c.routing]:
         cluster["qps_per_connection"] = c.qps_per_connection
     if c.switch is not None:
@@ -235,4 +239,6 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         out["costs"] = s.costs
     if s.uncertainty is not None:
         out["uncertainty"] = s.uncertainty
+    if s.extras.get("calibration") is not None:
+        out["calibration"] = s.extras["calibration"]
     return out

@@ -253,7 +253,8 @@ def test_search_with_a_profile_scales_winner_and_alternatives_by_the_residual_fa
     doc = copy.deepcopy(RUNS["gpt22b-64-bf16"])
     doc["training"]["micro_batch"] = "auto"
     res = search_calibrated(doc, prof, top_k=3)
-    plain = search(doc, top_k=3, calibration=overlay_for(doc, prof))  # profile without the residual factor
+    no_residual = Profile.from_dict({**prof.to_dict(), "residual": None})
+    plain = search(doc, top_k=3, calibration=overlay_for(doc, no_residual))
     assert res.step_time_s == pytest.approx(plain.step_time_s * prof.residual_factor, rel=1e-9)
     for a, b in zip(res.alternatives, plain.alternatives, strict=True):
         assert a.result.step_time_s == pytest.approx(b.result.step_time_s * prof.residual_factor, rel=1e-9)
@@ -269,10 +270,17 @@ def test_a_scenario_document_can_carry_its_profile() -> None:
     section = prof.compact()
     assert "sources" not in json.dumps(section) and len(json.dumps(section)) < 4000
     assert check_document_calibration(section).label() == "doc profile v3"
-    s = parse_scenario(RUNS["gpt22b-64-bf16"])
-    object.__setattr__(s, "calibration", section)  # what scenario.py keeps from the document's "calibration" key
+    doc = {**RUNS["gpt22b-64-bf16"], "calibration": section}
+    s = parse_scenario(doc)
     ov = overlay_from_scenario(s)
     assert ov is not None and ov.predict(s).step_time_s == predict_calibrated(s, prof).step_time_s
+    # the document alone is enough: predict picks the profile up, and the notes name it
+    plain = predict(doc)
+    assert plain.step_time_s == predict_calibrated(RUNS["gpt22b-64-bf16"], prof).step_time_s
+    assert plain.notes[-1] == "calibrated with doc profile v3"
+    assert predict(RUNS["gpt22b-64-bf16"]).step_time_s != plain.step_time_s
+    with pytest.raises(ValueError, match=r"^calibration\.gemm\.bf16\.eff"):
+        parse_scenario({**doc, "calibration": {**section, "gemm": {"bf16": {"eff": 7}}}})
     with pytest.raises(ValueError, match=r"^calibration\.gemm\.bf16\.eff"):
         check_document_calibration({**section, "gemm": {"bf16": {"eff": 7}}})
     with pytest.raises(ValueError, match=r"^calibration\.borrow"):

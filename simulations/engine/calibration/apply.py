@@ -83,15 +83,18 @@ class Overlay:
     def note(self) -> str:
         return f"calibrated with {self.profile.label()}"
 
+    def finish(self, result: R) -> R:
+        """What perf.predict / search call on every result they return: the residual factor (when the
+        Context could not carry it) and the notes naming the profile."""
+        return _finish(result, self)
+
     def predict(self, scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Result:
-        """``perf.predict`` with this overlay, the residual factor and the notes (what tco calls)."""
-        return _finish(predict(scenario, catalog, calibration=self), self)
+        """``perf.predict`` with this overlay (perf applies it and calls :meth:`finish`)."""
+        return predict(scenario, catalog, calibration=self)
 
     def search(self, scenario: Mapping[str, Any] | Scenario, top_k: int = 5,
                catalog: Catalog | None = None) -> SearchResult:
-        res = search(scenario, top_k, catalog, calibration=self)
-        alts = [dataclasses.replace(a, result=scale_result(a.result, self.residual_factor)) for a in res.alternatives]
-        return dataclasses.replace(_finish(res, self), alternatives=alts)
+        return search(scenario, top_k, catalog, calibration=self)
 
 
 def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
@@ -118,7 +121,7 @@ def overlay_from_scenario(s: Scenario, catalog: Catalog | None = None) -> Overla
     """The overlay of the profile a scenario document carries under ``calibration`` (None without one).
 
     ``{"borrow": true}`` in that section borrows it onto other hardware (see :func:`overlay_for`)."""
-    section = getattr(s, "calibration", None)
+    section = s.extras.get("calibration")
     if section is None:
         return None
     prof = check_document_calibration(section)
