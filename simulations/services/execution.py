@@ -20,7 +20,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from rest_framework import exceptions
 from simulations import engine
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun
 from simulations.services import dispatch
+from simulations.services.fabric import compute_fabric
 from simulations.services.hashing import jsonable
 from simulations.services.reevaluation import reevaluation_complete
 from simulations.services.sweeps import sweep_refresh
@@ -50,8 +51,14 @@ class RunAborted(Exception):
     """The run was cancelled or taken over while this execution was working on it."""
 
 
-def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Call the pure engine for one run of ``kind`` and return its result as plain JSON."""
+def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params: Mapping[str, Any],
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Call the pure engine for one run of ``kind`` and return its result as plain JSON.
+
+    ``progress(done, total)`` is called by engines that work in steps (fabric studies: seeds).
+    """
+    if kind == RunKind.FABRIC:
+        return jsonable(compute_fabric(document, catalog, params, progress))
     if kind == RunKind.PREDICT:
         result: Any = engine.predict(document, catalog=catalog)
     elif kind == RunKind.SEARCH:
@@ -153,7 +160,12 @@ def run_execute(*, run_id: int) -> SimulationRun | None:
         _test_delay(run_id, token)
         _progress(run_id, token, 30, f"running {run.kind}")
         snapshot = run.input_snapshot
-        result = compute(run.kind, dict(snapshot["document"]), dict(snapshot["catalog_values"]), run.params)
+        def seeds_done(done: int, total: int) -> None:  # raises RunAborted once the run is cancelled
+            _progress(run_id, token, 30 + (60 * done) // max(total, 1), f"seeds {done}/{total}")
+
+        args = (run.kind, dict(snapshot["document"]), dict(snapshot["catalog_values"]), run.params)
+        # stepwise engines report progress (fabric studies: seeds); the others keep the 4-argument call
+        result = compute(*args, progress=seeds_done) if run.kind == RunKind.FABRIC else compute(*args)
         _progress(run_id, token, 90, "storing result")
         _finish(run_id, token, status=RunStatus.SUCCEEDED, result=result, progress=100,
                 progress_message="done", error="", error_field="")

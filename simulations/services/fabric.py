@@ -1,0 +1,121 @@
+"""Fabric studies (issue #13): the run options of the ``fabric`` run kind and its one engine call.
+
+A fabric study is an ordinary run (same claim, lease, reaper, idempotency, cancel and retry): its ``params``
+pick the traffic, job size, placement and routing; the worker calls :func:`simulations.engine.flowsim.study`
+and reports seeds done / total as the run's progress (a cancelled run stops at its next seed).
+
+``params.routing``: ``"compare"`` (default: single-QP ECMP vs 8 QPs vs adaptive, the planner's first question),
+``"scenario"`` (the document's own ``cluster.routing`` and QPs, for sweeps over ``cluster.*``), or one routing
+mode (``ecmp``, ``ecmp-qp``, ``adaptive``, ``pinned``) with optional ``params.qps``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from core.errors import ValidationError
+
+from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TRAFFIC, study
+from simulations.engine.spec import ROUTINGS
+
+FABRIC_PARAMS = {"traffic", "ranks", "routing", "qps", "placement", "seeds", "fragmentation", "background",
+                 "channels", "seed"}
+ROUTING_CHOICES = ("compare", "scenario", *ROUTINGS)
+MAX_RUN_SEEDS = 100  # a run must finish inside the worker's soft time limit
+DEFAULT_SEEDS = 20
+MAX_RANKS = 1_000_000
+
+
+def _err(field: str, message: str) -> ValidationError:
+    return ValidationError({f"params.{field}": [message]})
+
+
+def _int(value: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+        raise _err(field, "must be an integer")
+    if not lo <= int(value) <= hi:
+        raise _err(field, f"must be between {lo} and {hi}")
+    return int(value)
+
+
+def _fraction(value: Any, field: str, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+        raise _err(field, "must be a number")
+    if not 0.0 <= float(value) <= hi:
+        raise _err(field, f"must be between 0 and {hi:g}")
+    return float(value)
+
+
+def _traffic(value: Any) -> str | list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or len(items) > 4:
+        raise _err("traffic", "must be a traffic kind or a list of 1 to 4 of them")
+    for item in items:
+        if not isinstance(item, str) or len(item) > 40:
+            raise _err("traffic", "must be strings such as \"ring-allreduce\" or \"all-to-all:ep\"")
+        kind, _, group = item.partition(":")
+        if kind not in TRAFFIC:
+            raise _err("traffic", f"{item!r}: kind must be one of {', '.join(TRAFFIC)}")
+        if group and group not in GROUPS:
+            raise _err("traffic", f"{item!r}: group must be one of {', '.join(GROUPS)}")
+    return value if isinstance(value, str) else list(items)
+
+
+def clean_fabric_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated options of a fabric study (400 naming ``params.<field>`` on bad input)."""
+    out: dict[str, Any] = {}
+    if "traffic" in params:
+        out["traffic"] = _traffic(params["traffic"])
+    if params.get("ranks") is not None:
+        out["ranks"] = _int(params["ranks"], "ranks", 1, MAX_RANKS)
+    if "routing" in params:
+        if params["routing"] not in ROUTING_CHOICES:
+            raise _err("routing", f"must be one of {', '.join(ROUTING_CHOICES)}")
+        out["routing"] = params["routing"]
+    if "qps" in params:
+        if out.get("routing", "compare") in ("compare", "scenario"):
+            raise _err("qps", "needs params.routing set to one routing mode")
+        out["qps"] = _int(params["qps"], "qps", 1, 64)
+    if "placement" in params:
+        if params["placement"] not in PLACEMENTS:
+            raise _err("placement", f"must be one of {', '.join(PLACEMENTS)}")
+        out["placement"] = params["placement"]
+    if "seeds" in params:
+        out["seeds"] = _int(params["seeds"], "seeds", 1, MAX_RUN_SEEDS)
+    if "fragmentation" in params:
+        out["fragmentation"] = _fraction(params["fragmentation"], "fragmentation", 0.95)
+    if "background" in params:
+        out["background"] = _fraction(params["background"], "background", 1.0)
+    if "channels" in params:
+        out["channels"] = _int(params["channels"], "channels", 1, 64)
+    if "seed" in params:
+        out["seed"] = _int(params["seed"], "seed", 0, 2**31 - 1)
+    return out
+
+
+def fabric_variants(params: Mapping[str, Any], document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    routing = params.get("routing", "compare")
+    if routing == "compare":
+        return [dict(v) for v in STANDARD_VARIANTS]
+    if routing == "scenario":
+        cluster = document.get("cluster") or {}
+        label = str(cluster.get("routing") or "scenario routing")
+        return [{"label": label}]
+    variant: dict[str, Any] = {"label": routing, "routing": routing}
+    if "qps" in params:
+        variant["qps"] = params["qps"]
+        variant["label"] = f"{routing} {params['qps']} QP" + ("s" if params["qps"] > 1 else "")
+    return [variant]
+
+
+def compute_fabric(document: dict[str, Any], catalog: dict[str, Any] | None, params: Mapping[str, Any],
+                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run the fabric study ``params`` describe on ``document`` (the engine raises ScenarioError naming fields)."""
+    options = {k: params[k] for k in ("fragmentation", "background", "channels", "seed") if k in params}
+    return study(
+        document, params.get("traffic", "ring-allreduce"), ranks=params.get("ranks"),
+        placement=params.get("placement", "packed"), seeds=int(params.get("seeds", DEFAULT_SEEDS)),
+        variants=fabric_variants(params, document), progress=progress, catalog=catalog or None, **options,
+    )
