@@ -60,9 +60,9 @@ def test_budget_refuses_options_and_no_option_gives_a_note() -> None:
 def test_search_needs_candidates_and_costs() -> None:
     d = doc()
     del d["candidates"]
-    with pytest.raises(ScenarioError, match="^candidates: is required"):
+    with pytest.raises(ScenarioError, match=r"^candidates: is required"):
         search_purchases(d)
-    with pytest.raises(ScenarioError, match="^costs: a purchase search prices"):
+    with pytest.raises(ScenarioError, match=r"^costs: a purchase search prices"):
         search_purchases(doc(costs=False))
 
 
