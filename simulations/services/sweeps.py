@@ -21,11 +21,14 @@ from simulations.services import dispatch
 from simulations.services.params import check_kind, clean_params
 from simulations.services.runs import run_create
 
-SWEEP_AXIS_SECTIONS = planning.DOCUMENT_SECTIONS
+# "params.<option>" axes vary a run option instead of the document (fabric studies: params.routing,
+# params.placement), e.g. {"params.routing": ["ecmp", "adaptive"], "cluster.oversubscription": [1, 2]}
+PARAMS_AXIS = "params."
+SWEEP_AXIS_SECTIONS = (*planning.DOCUMENT_SECTIONS, "params")
 KEY_METRICS = (
     "step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "network_wait_fraction",
     "tco.usd_per_gpu_hour", "tco.run_cost_usd", "tco.usd_per_million_tokens", "tco.capex_usd",
-    "tco.annual_tco_usd",
+    "tco.annual_tco_usd", "efficiency.p10", "efficiency.p50", "efficiency.p90",
 )
 
 
@@ -61,6 +64,8 @@ def sweep_submit(
     check_kind(kind)
     combos = sweep_expand(axes=axes)  # raises before anything is created
     cleaned = clean_params(kind, params)
+    run_params = [clean_params(kind, {**cleaned, **{p[len(PARAMS_AXIS):]: v for p, v in combo.items()
+                                                   if p.startswith(PARAMS_AXIS)}}) for combo in combos]
     base, version, values = planning.scenario_resolve(scenario=scenario)
     with transaction.atomic():
         sweep = Sweep.objects.create(
@@ -68,13 +73,14 @@ def sweep_submit(
             name=name or f"{scenario.name} sweep", axes=dict(axes), total_runs=len(combos),
         )
         ids = []
-        for combo in combos:
+        for combo, run_param in zip(combos, run_params, strict=True):
             doc = json.loads(json.dumps(base))
             for path, value in combo.items():
-                planning.set_path(doc, path, value)
+                if not path.startswith(PARAMS_AXIS):
+                    planning.set_path(doc, path, value)
             label = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in combo.items())
             run = run_create(team=scenario.team, user=user, kind=kind, document=doc, version=version,
-                             values=values, scenario=scenario, params=cleaned, trigger=RunTrigger.SWEEP,
+                             values=values, scenario=scenario, params=run_param, trigger=RunTrigger.SWEEP,
                              sweep=sweep, overrides=combo, label=label)
             ids.append(run.pk)
         dispatch.enqueue_runs(ids, sweep_id=sweep.pk)
@@ -121,7 +127,7 @@ def sweep_refresh(*, sweep_id: int) -> Sweep:
         rows.append(row)
     best: dict[str, Any] = {}
     for metric, lowest in (("tco.usd_per_million_tokens", True), ("step_time_s", True),
-                           ("time_to_train_days", True), ("mfu", False)):
+                           ("time_to_train_days", True), ("mfu", False), ("efficiency.p50", False)):
         scored = sorted((r for r in rows if r.get("metrics", {}).get(metric) is not None),
                         key=lambda r, m=metric: (r["metrics"][m], r["run"]))  # type: ignore[misc]
         if scored:

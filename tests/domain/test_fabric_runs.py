@@ -133,3 +133,29 @@ def test_api_submit_fetch_and_compare(world: dict[str, Any], api_client_for: Any
     other = api_client_for(world["other_admin"])
     assert other.get(f"/api/v1/runs/{ids[0]}/").status_code == 404
     assert other.get(f"/api/v1/runs/{ids[0]}/result/").status_code == 404
+
+
+def test_sweep_over_routing_placement_and_oversubscription(world: dict[str, Any], api_client_for: Any) -> None:
+    from simulations import services
+    from simulations.models import SimulationRun
+
+    client = api_client_for(world["users"]["planner"])
+    axes = {"params.routing": ["ecmp", "adaptive"], "params.placement": ["packed", "random"],
+            "cluster.oversubscription": [1.0, 2.0]}
+    r = client.post("/api/v1/sweeps/", {"scenario": world["x"]["scenario"].pk, "kind": "fabric", "axes": axes,
+                                        "params": {"seeds": 2, "ranks": 16}}, format="json")
+    assert r.status_code == 202, r.content
+    runs = list(SimulationRun.objects.filter(sweep_id=r.json()["id"]).order_by("pk"))
+    assert len(runs) == 8
+    assert {(run.params["routing"], run.params["placement"], run.input_snapshot["document"]["cluster"]["oversubscription"])
+            for run in runs} == {(a, b, c) for a in ("ecmp", "adaptive") for b in ("packed", "random") for c in (1.0, 2.0)}
+    assert all(run.params["seeds"] == 2 and "params" not in run.input_snapshot["document"] for run in runs)
+    for run in runs:
+        services.run_execute(run_id=run.pk)
+    sweep = client.get(f"/api/v1/sweeps/{r.json()['id']}/").json()
+    assert sweep["status"] == "succeeded" and sweep["summary"]["counts"] == {"succeeded": 8}
+    assert "efficiency.p50" in sweep["summary"]["best"]
+    assert all("efficiency.p50" in row["metrics"] for row in sweep["summary"]["runs"])
+    bad = client.post("/api/v1/sweeps/", {"scenario": world["x"]["scenario"].pk, "kind": "fabric",
+                                          "axes": {"params.routing": ["ecmp", "warp"]}}, format="json")
+    assert bad.status_code == 400 and "params.routing" in bad.json()["errors"]
