@@ -124,6 +124,7 @@ class FabricPlan:
     leaf_down: int = 0  # leaf ports facing NICs (after the oversubscription split)
     leaf_up: int = 0  # leaf ports facing spines
     rails: int = 1  # leaf groups per plane (rail-optimized: one per NIC index)
+    pod_leaves: int = 0  # leaves per pod of a 3-tier tree (k/2 at full size; fewer for smaller requested pods)
     transceivers: dict[str, int] = field(default_factory=dict)
     cables: dict[str, int] = field(default_factory=dict)
     power_w: dict[str, float] = field(default_factory=dict)
@@ -196,12 +197,13 @@ def tree_capacity(k: int, tiers: int, oversubscription: float = 1.0) -> int:
 
 
 def size_tree(endpoints: int, k: int, tiers: int, oversubscription: float = 1.0,
-              top_oversubscription: float = 1.0, leaf_groups: int = 1) -> TreeCounts:
+              top_oversubscription: float = 1.0, leaf_groups: int = 1, pod_leaves: int | None = None) -> TreeCounts:
     """Switch and link counts of one fat-tree.
 
     ``oversubscription`` applies at the leaves; ``top_oversubscription`` thins the top tier (spine-core links and
     cores, or leaf-spine links and spines in a 2-tier tree) for designs that are non-blocking inside pods only.
     ``leaf_groups`` > 1 means leaves only take endpoints of one group (rails): ``endpoints`` is split evenly.
+    ``pod_leaves``: leaves per pod of a 3-tier tree (default and at most ``k/2``, the full-size pod).
     The caller checks capacity first.
     """
     if endpoints <= 0:
@@ -217,10 +219,11 @@ def size_tree(endpoints: int, k: int, tiers: int, oversubscription: float = 1.0,
         ls_links = math.ceil(leaf_up_links / top_oversubscription)
         spines = math.ceil(ls_links / k)
         return TreeCounts(2, endpoints, leaves, spines, 0, endpoints, ls_links, 0, cap)
-    # 3 tiers: pods of k/2 leaves; a pod with l leaves needs ceil(l*up/(k/2)) spines (u at full size)
+    # 3 tiers: pods of k/2 leaves (or pod_leaves); a pod with l leaves needs ceil(l*up/(k/2)) spines
     half = k // 2
-    full_pods, rest = divmod(leaves, half)
-    spines = full_pods * math.ceil(half * up / half) + (math.ceil(rest * up / half) if rest else 0)
+    pod = min(half, pod_leaves) if pod_leaves else half
+    full_pods, rest = divmod(leaves, pod)
+    spines = full_pods * math.ceil(pod * up / half) + (math.ceil(rest * up / half) if rest else 0)
     sc_links = math.ceil(leaf_up_links / top_oversubscription)
     cores = math.ceil(sc_links / k)
     return TreeCounts(3, endpoints, leaves, spines, cores, endpoints, leaf_up_links, sc_links, cap)
@@ -357,8 +360,18 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
     groups = spec.nics_per_node // planes if spec.topology != "fat-tree" else 1
     oversub_leaf = spec.oversubscription
     oversub_top = 1.0
-    if spec.pod_gpus is not None and spec.pod_gpus < spec.gpus and spec.oversubscription > 1.0:
-        oversub_leaf, oversub_top = 1.0, spec.oversubscription  # non-blocking pods, thin top tier
+    pod_leaves: int | None = None
+    min_tiers = 1
+    if spec.pod_gpus is not None and spec.oversubscription > 1.0:
+        oversub_leaf = 1.0  # non-blocking pods ...
+        if spec.pod_gpus < spec.gpus:  # ... under a thinned top tier (a pod of the whole cluster: nothing above)
+            oversub_top = spec.oversubscription
+            half, _ = leaf_split(k, 1.0)
+            pod_nodes = math.ceil(spec.pod_gpus / spec.gpus_per_node)
+            pod_eps = math.ceil(pod_nodes * (spec.nics_per_node // planes) / groups)  # per plane and rail
+            if pod_eps > half:  # a pod wider than a leaf needs its own spine layer under the thinned core
+                min_tiers = 3
+                pod_leaves = groups * math.ceil(pod_eps / half)
 
     def fits(t: int) -> bool:
         cap = tree_capacity(k, t, oversub_leaf)
@@ -377,7 +390,7 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
             raise FabricError("cluster.tiers", f"must be 1, 2 or 3, got {spec.tiers}")
         tiers = spec.tiers
     else:
-        tiers = next((t for t in (1, 2, 3) if fits(t)), 3)
+        tiers = next((t for t in range(min_tiers, 4) if fits(t)), 3)
     cap_plane = tree_capacity(k, tiers, oversub_leaf)
     if groups > 1 and tiers >= 2:
         down, _ = leaf_split(k, oversub_leaf)
@@ -403,7 +416,8 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
             f"{spec.nics_per_node} NICs per {spec.gpus_per_node}-GPU node); asked for {total_nics}{hint}",
         )
 
-    tree = size_tree(endpoints_per_plane, k, tiers, oversub_leaf, oversub_top, leaf_groups=groups)
+    tree = size_tree(endpoints_per_plane, k, tiers, oversub_leaf, oversub_top, leaf_groups=groups,
+                     pod_leaves=pod_leaves)
     leaf, spine, core = tree.leaf * planes, tree.spine * planes, tree.core * planes
     nl, ls, sc = tree.node_leaf_links * planes, tree.leaf_spine_links * planes, tree.spine_core_links * planes
 
@@ -483,6 +497,7 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
         leaf_down=down,
         leaf_up=k - down if tiers > 1 else 0,
         rails=groups,
+        pod_leaves=min(k // 2, pod_leaves or k // 2) if tiers == 3 else 0,
         transceivers=transceivers,
         cables=cables,
         power_w=power_w,
@@ -504,7 +519,7 @@ def fabric_spec(s: Scenario) -> FabricSpec:
         topology=c.topology,
         tiers=c.tiers if c.tiers_given else None,
         oversubscription=c.oversubscription,
-        pod_gpus=c.pod_gpus if c.pod_gpus < c.gpus else None,
+        pod_gpus=c.pod_gpus if c.pod_given else None,
         planes=f.planes if f is not None else None,
         switch=c.switch,
         nic=c.nic,

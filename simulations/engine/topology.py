@@ -48,7 +48,7 @@ class Topology:
     leaf_up_ports: int  # ports of a leaf facing spines (0 in a 1-tier fabric)
     nodes_per_leaf: float  # nodes whose same-rail NICs share one leaf (< 1: a node spans several leaves)
     leaf_gpus: int  # GPUs on the nodes under one leaf (per rail), at most gpus
-    pod_gpus: int  # GPUs under one non-blocking pod (the whole cluster in 1-2 tier fabrics)
+    pod_gpus: int  # GPUs under one pod: non-blocking inside, every path out crosses an oversubscribed or top tier
     max_gpus: int  # most GPUs this switch model and tier count could serve
     switches: Mapping[str, int]  # leaf, spine, core, total
     links: Mapping[str, int]  # node_leaf, leaf_spine, spine_core
@@ -73,18 +73,18 @@ def topology_from_plan(plan: FabricPlan, routing: str, qps: int, nvlink_domain_g
     down = plan.leaf_down if tiers > 1 else plan.radix
     nodes_per_leaf = min(float(nodes), down / nics_per_plane_rail)
     leaf_gpus = int(min(spec.gpus, max(1, math.floor(nodes_per_leaf * spec.gpus_per_node))))
-    if tiers <= 2:
-        pod = spec.gpus
-    else:  # a pod is k/2 leaves of one plane (fabric module docstring)
-        pod_nodes = (plan.radix // 2) * down / nics_per_plane_rail / plan.rails
-        pod = int(min(spec.gpus, max(leaf_gpus, math.floor(pod_nodes * spec.gpus_per_node))))
-    if spec.pod_gpus is not None:
-        pod = min(pod, spec.pod_gpus)
     links = dict(plan.links)
     oversub = {
         "leaf": _ratio(links["node_leaf"], links["leaf_spine"]) if tiers >= 2 else 1.0,
         "spine": _ratio(links["leaf_spine"], links["spine_core"]) if tiers == 3 else 1.0,
     }
+    if tiers == 3:  # a pod is k/2 leaves of one plane, or the smaller pod the scenario asked for
+        pod_nodes = (plan.pod_leaves or plan.radix // 2) * down / nics_per_plane_rail / plan.rails
+        pod = int(min(spec.gpus, max(leaf_gpus, math.floor(pod_nodes * spec.gpus_per_node))))
+    elif tiers == 2 and oversub["leaf"] > 1.0:  # leaving a leaf is already oversubscribed: the leaf is the pod
+        pod = leaf_gpus
+    else:
+        pod = spec.gpus
     hops = {"leaf": 1, "pod": min(3, 2 * tiers - 1), "core": 2 * tiers - 1}
     return Topology(
         fabric=spec.fabric,

@@ -212,3 +212,17 @@ def test_parse_cluster_for_fleet_plans() -> None:
     with pytest.raises(ScenarioError) as info:
         parse_cluster({"gpu": "H100-SXM", "gpus": 4096, "tiers": 1})
     assert info.value.field == "cluster.gpus"
+
+
+def test_a_requested_pod_is_built_as_non_blocking_pods_under_a_thinned_core() -> None:
+    """pod_gpus wider than a leaf needs a spine layer per pod: 3 tiers, 1:1 inside pods, 4:1 above them."""
+    flat = parse_scenario(dp_heavy()).topo
+    pods = parse_scenario(dp_heavy(oversubscription=4.0, pod_gpus=256)).topo
+    assert (pods.tiers, pods.pod_gpus, pods.oversubscription) == (3, 256, {"leaf": 1.0, "spine": 4.0})
+    # a pod as wide as the cluster leaves nothing above it: the non-blocking tree, priced and simulated as such
+    whole = parse_scenario(dp_heavy(oversubscription=4.0, pod_gpus=1024)).topo
+    assert whole.switches == flat.switches and whole.oversubscription == {"leaf": 1.0, "spine": 1.0}
+    # without pod_gpus the leaf is oversubscribed (the issue's case) and the canonical document keeps it so
+    leaf = parse_scenario(dp_heavy(oversubscription=4.0))
+    assert leaf.topo.oversubscription["leaf"] > 3.5 and "pod_gpus" not in scenario_to_dict(leaf)["cluster"]
+    assert parse_scenario(scenario_to_dict(leaf)).topo == leaf.topo
