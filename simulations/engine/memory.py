@@ -80,7 +80,7 @@ def memory_per_gpu(ctx: Context, lay: Layouts, *, prof: dict[str, Arr], params_g
     sel_saved_tok = ln_out / sp_div + act_out_ffn / tp
     # unfused attention also keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per
     # score: Korthikanti's 5as/t per token, unless the attention core is recomputed (selective / full)
-    scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) if ctx.unfused_attn else 0.0 * tp
+    scores_tok = 5.0 * ctx.heads * s / np.minimum(tp, ctx.heads) * np.where(cp > 1, 0.0, float(ctx.unfused_attn))
     per_layer_full = np.where(rc >= 2, BYTES_ACT * h / sp_div,
                               act_layer_tok + np.where(rc >= 1, -sel_saved_tok, scores_tok))
     # First stage (rank 0), which holds the most in-flight micro-batches. 1F1B: pp micro-batches of its

@@ -27,6 +27,7 @@ from simulations.engine.stragglers import straggler_time
 from simulations.engine.timeline import comm_timeline
 
 Arr = npt.NDArray[np.float64]
+ATTN_HALF_LEN = 440.0  # tokens: key-block length at which a fused attention kernel runs at half its long-block rate
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
@@ -63,13 +64,21 @@ def flops_per_token(ctx: Context) -> dict[str, float]:
     }
 
 
-def step_flops(ctx: Context, recompute: Arr) -> tuple[float, Arr]:
+def unfused_mask(ctx: Context, cp: Arr) -> Arr:
+    """1.0 where the layout materialises attention scores: the stack's default is unfused and there is no
+    context parallelism (ring attention runs on fused kernels: Megatron-Core CP requires Transformer
+    Engine's fused attention), else 0.0."""
+    return np.where(cp > 1, 0.0, 1.0 if ctx.unfused_attn else 0.0)
+
+
+def step_flops(ctx: Context, recompute: Arr, cp: Arr | None = None) -> tuple[float, Arr]:
     """(model FLOPs per step, hardware FLOPs per step per layout): 3x forward, + recomputation."""
     f = flops_per_token(ctx)
     tokens = ctx.global_batch * ctx.seq
     model = 3.0 * f["forward"] * tokens
     # selective recomputes no GEMM; only the unfused attention core (score GEMMs) adds FLOPs
-    sel = f["attn_core"] if ctx.unfused_attn else 0.0
+    unf = unfused_mask(ctx, np.ones_like(recompute) if cp is None else cp)
+    sel = f["attn_core"] * unf
     extra = np.where(recompute >= 2, f["layers"], np.where(recompute >= 1, sel, 0.0))
     return model, model + extra * tokens
 
@@ -149,6 +158,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     qd = ctx.q_dim
     t_attn_gemm = (_gemm_time(ctx, m_tok, h * ones, (qd / tp + 2.0 * kv_local))
                    + _gemm_time(ctx, m_tok, qd / tp, h * ones))
+    unf = unfused_mask(ctx, cp)
     if ctx.unfused_attn:
         # scores materialised (Megatron-LM 2021-22): batched QK^T and AV GEMMs over all s x s positions
         # (no causal skipping) plus HBM passes over the b*a/t*s*s score tensor: forward softmax read+write
@@ -159,16 +169,26 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         t_sc = (_gemm_time(ctx, q_len, ctx.head_dim * ones, s * ones, cnt, bf16=True)
                 + _gemm_time(ctx, q_len, s * ones, ctx.head_dim * ones, cnt, bf16=True))
         score_elems = cnt * q_len * s
-        t_attn_core = t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_FWD * score_elems) + 2.0 * hw.KERNEL_OVERHEAD_S
-        t_attn_core_bwd = (2.0 * t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_BWD * score_elems)
-                           + 2.0 * hw.KERNEL_OVERHEAD_S)
+        u_fwd = t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_FWD * score_elems) + 2.0 * hw.KERNEL_OVERHEAD_S
+        u_bwd = (2.0 * t_sc + _mem_time(ctx, hw.UNFUSED_SCORE_BYTES_BWD * score_elems)
+                 + 2.0 * hw.KERNEL_OVERHEAD_S)
     else:
-        # fused FlashAttention-style kernel: causal half of the counted FLOPs at the family's measured
-        # FlashAttention-2 rate (bf16 also in fp8 training); backward 2.5x forward (recomputes P)
-        attn_flops = 4.0 * m_tok * s * qd / tp
-        attn_rate = gpu.peak_bf16_flops * gpu.attn_eff
-        t_attn_core = hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + 2.0 * hw.KERNEL_OVERHEAD_S
-        t_attn_core_bwd = 2.5 * t_attn_core
+        u_fwd = u_bwd = np.zeros_like(tp)
+    # fused path (always computed: layouts with context parallelism use it)
+    # fused FlashAttention-style kernel: causal half of the counted FLOPs at the family's measured
+    # FlashAttention-2 rate (bf16 also in fp8 training); backward 2.5x forward (recomputes P)
+    attn_flops = 4.0 * m_tok * s * qd / tp
+    # with context parallelism each ring step runs the kernel on a key block of s/c tokens: fused
+    # attention kernels lose throughput on short blocks (FlashAttention-2 Fig. 4, FlashAttention-3
+    # Fig. 5: about 0.85 of the 2K-token rate at 1K tokens, 0.65 at 512), modelled as L/(L + 440)
+    # relative to L = 2,048 (the rate attn_eff was measured at), not below 0.5 (shorter blocks than the
+    # figures show), and one kernel pair per ring step
+    blk = s / cp
+    len_eff = np.clip((blk / (blk + ATTN_HALF_LEN)) / (2048.0 / (2048.0 + ATTN_HALF_LEN)), 0.5, 1.0)
+    attn_rate = gpu.peak_bf16_flops * gpu.attn_eff * len_eff
+    f_fwd = hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + 2.0 * cp * hw.KERNEL_OVERHEAD_S
+    t_attn_core = np.where(unf > 0.5, u_fwd, f_fwd)
+    t_attn_core_bwd = np.where(unf > 0.5, u_bwd, 2.5 * f_fwd)
 
     def ffn_time(ffn: float, tokens: Arr, count: Arr | float = 1.0) -> Arr:
         return _gemm_time(ctx, tokens, h * ones, (ctx.mats - 1.0) * ffn / tp, count) + _gemm_time(
@@ -226,7 +246,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # unfused (a fused flash kernel stores nothing to recompute: its backward already recomputes P)
     act_rc = (1.0 - frac_moe) * act_elems_dense + frac_moe * act_moe
     t_sel_ew = _mem_time(ctx, m_tok * BYTES_ACT * (4.0 * h / sp_div + act_rc)) + 3.0 * hw.KERNEL_OVERHEAD_S
-    t_sel = t_sel_ew + (t_attn_core if ctx.unfused_attn else 0.0)
+    t_sel = t_sel_ew + t_attn_core * unf
     t_layer_rc = np.where(rc >= 2, t_layer_fwd, np.where(rc >= 1, t_sel, 0.0))
 
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
@@ -383,7 +403,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
                          frac_moe=frac_moe, n_micro=n_micro, layers_stage=layers_stage)
     usable = usable_memory_bytes(gpu)
 
-    model_flops, hw_flops = step_flops(ctx, rc)
+    model_flops, hw_flops = step_flops(ctx, rc, cp)
     tokens_step = ctx.global_batch * ctx.seq
     net_t = n_micro * (t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb + dp_mb_exposed) + dp_exposed + interf_dp
     return {

@@ -172,3 +172,19 @@ def test_llama3_405b_with_metas_layout_fits_in_80gb() -> None:
     r = predict(doc)
     assert r.fits and r.memory_gb_per_gpu < 80.0 < r.memory_limit_gb + 1.0
     assert r.parallelism["recompute"] == "none"
+
+
+def test_context_parallelism_costs_short_attention_blocks() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_engine import scenario as llama405
+
+    fixed = {"tp": 8, "pp": 16, "vpp": 1, "ep": 1, "sequence_parallel": True}
+    cp1 = predict(llama405({**fixed, "cp": 1}, 16384))
+    cp8 = predict(llama405({**fixed, "cp": 8}, 16384))
+    # same GPUs, same global batch: CP 8 runs 1K-token attention blocks (8 kernel pairs per layer) and
+    # its K/V ring crosses nodes, so it does more compute-seconds per step and exposes CP traffic
+    assert cp8.breakdown_s["cp_comm"] > 0 == cp1.breakdown_s["cp_comm"]
+    assert cp8.breakdown_s["compute"] > cp1.breakdown_s["compute"] * 1.005
