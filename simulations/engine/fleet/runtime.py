@@ -20,6 +20,7 @@ from typing import Any
 
 from simulations.engine.catalog import Catalog
 from simulations.engine.errors import ScenarioError
+from simulations.engine.fleet.costs import cluster_plan
 from simulations.engine.fleet.plan import Failures, FleetCluster, NamedJob
 from simulations.engine.goodput import (
     ReliabilityModel,
@@ -28,6 +29,7 @@ from simulations.engine.goodput import (
     load_reliability,
     param_count,
 )
+from simulations.engine.perf import predict
 
 HARDWARE = ("gpu", "hbm", "host", "nic")  # a fault of these parts takes the node out for repair
 _CACHE_LIMIT = 4096
@@ -62,8 +64,6 @@ class JobOption:
 
 
 def _counts_per_gpu(cluster: FleetCluster, catalog: Catalog | None, field: str) -> dict[str, float]:
-    from simulations.engine.fleet.costs import cluster_plan
-
     spec = cluster.spec
     _, plan = cluster_plan(cluster, cluster.costs, field, catalog)
     g = float(spec.gpus)
@@ -144,8 +144,6 @@ def _scenario(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int) -> 
 def predict_days(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int,
                  catalog: Catalog | None) -> tuple[float, float, bool]:
     """(fault-free run days, parameters, fits in memory) of ``workload`` on ``gpus`` GPUs of ``cluster``; cached."""
-    from simulations.engine.perf import predict
-
     key = (json.dumps(workload, sort_keys=True, default=str), json.dumps(cluster.doc, sort_keys=True, default=str),
            gpus)
     hit = _PREDICT_CACHE.get(key) if catalog is None else None
