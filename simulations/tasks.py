@@ -14,13 +14,15 @@ from celery import shared_task
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
-from simulations import services
+from simulations import limits, services
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError, services.TransientError)
-RUN_SOFT_TIME_LIMIT_S = 300
-RUN_TIME_LIMIT_S = 330
+# From settings (FP_RUN_SOFT_TIME_LIMIT_S / FP_RUN_TIME_LIMIT_S); simulations.limits checks at start-up that the
+# run lease (FP_RUN_STUCK_AFTER_S) is longer than the hard limit, so a live run is never claimed twice.
+RUN_SOFT_TIME_LIMIT_S = limits.run_soft_time_limit_s()
+RUN_TIME_LIMIT_S = limits.run_time_limit_s()
 
 
 @shared_task(

@@ -1,29 +1,50 @@
-"""JSON parser that refuses text PostgreSQL cannot store.
+"""JSON parser that refuses text PostgreSQL cannot store and UTF-8 cannot encode.
 
-PostgreSQL's ``jsonb`` and ``text`` reject the NUL character (``\\u0000``); left alone such a body would
-reach the database and fail with a 500. It is refused here as a 400 naming the offending path.
+PostgreSQL's ``jsonb`` and ``text`` reject the NUL character (``\\u0000``), and a lone UTF-16 surrogate
+(``"\\ud800"``, which JSON escapes can carry) is not valid Unicode at all: it can be neither stored nor written
+back in a UTF-8 response. Left alone such a body would reach the database or the renderer and fail with a
+500. Either is refused here as a 400 naming the offending path, keys included, with the bad character escaped.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 
-def _find_nul(value: Any, path: str = "") -> str | None:
+
+def printable(text: str) -> str:
+    """``text`` with characters UTF-8 cannot encode written as ``\\udXXX`` escapes (safe in any message)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _why(ch: str) -> str:
+    if ch == "\x00":
+        return "NUL character (\\u0000) not allowed"
+    return f"text is not valid Unicode (lone surrogate {printable(ch)})"
+
+
+def find_bad_text(value: Any, path: str = "") -> tuple[str, str] | None:
+    """``(path, reason)`` of the first NUL or lone surrogate in a string, key or nested value; else None."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         node, where = stack.pop()
         if isinstance(node, str):
-            if "\x00" in node:
-                return where or "body"
+            bad = _BAD_TEXT.search(node)
+            if bad:
+                return where or "body", _why(bad.group())
         elif isinstance(node, dict):
             for key, child in node.items():
-                key_path = f"{where}.{key}" if where else str(key)
-                if isinstance(key, str) and "\x00" in key:
-                    return (where or "body") + " (a key)"
+                shown = printable(str(key))
+                key_path = f"{where}.{shown}" if where else shown
+                if isinstance(key, str):
+                    bad = _BAD_TEXT.search(key)
+                    if bad:
+                        return f"{key_path} (a key)", _why(bad.group())
                 stack.append((child, key_path))
         elif isinstance(node, list):
             stack.extend((child, f"{where}.{i}" if where else str(i)) for i, child in enumerate(node))
@@ -33,9 +54,10 @@ def _find_nul(value: Any, path: str = "") -> str | None:
 class SafeJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         data = super().parse(stream, media_type, parser_context)
-        where = _find_nul(data)
-        if where is not None:
-            raise ParseError(f"JSON parse error - NUL character (\\u0000) not allowed, at {where}.")
+        found = find_bad_text(data)
+        if found is not None:
+            where, why = found
+            raise ParseError(f"JSON parse error - {why}, at {where}.")
         return data
 
 

@@ -33,3 +33,15 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         if self.allow_global:
             cond |= Q(**{f"{self.team_path}__isnull": True})
         return qs.filter(cond)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: ``"true"``, ``1`` or ``"yes"`` are refused rather than coerced (issue #11)."""
+
+    default_error_messages = {"invalid": "must be true or false, got {input!r}."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=str(data)[:40])
+        raise AssertionError("unreachable")  # self.fail raises

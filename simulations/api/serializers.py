@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from planning.api.fields import ScopedPrimaryKeyRelatedField
+from planning.api.fields import ScopedPrimaryKeyRelatedField, StrictBooleanField
 from planning.models import CatalogVersion, Scenario
 from simulations.models import ReEvaluation, Report, RunKind, SimulationRun, Sweep
 
@@ -45,7 +45,7 @@ class SimulationRunDetailSerializer(SimulationRunSerializer):
 
 class _RunOptions(serializers.Serializer):
     kind = serializers.ChoiceField(choices=RunKind.choices, default=RunKind.TCO)
-    force = serializers.BooleanField(default=False, help_text="Recompute even if an identical result exists.")
+    force = StrictBooleanField(default=False, help_text="Recompute even if an identical result exists.")
     params = serializers.DictField(required=False, default=dict,
                                    help_text="search: top_k; tco: monte_carlo, sensitivity, seed.")
 
