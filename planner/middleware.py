@@ -38,3 +38,37 @@ class RequestIdLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = _request_id.get()
         return True
+
+
+class WorkBudgetMiddleware:
+    """Every request's engine work runs under ``FP_WEB_ENGINE_BUDGET_S``, well below the web timeout.
+
+    The engine's long loops call ``simulations.engine.budget.checkpoint()``; past the budget it raises
+    ``BudgetExceeded``, which the API's exception handler and :meth:`process_exception` (portal pages) turn into
+    a 503 — a JSON body for the API — instead of a worker held until gunicorn kills it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from simulations import limits
+        from simulations.engine.budget import work_budget
+
+        with work_budget(limits.web_engine_budget_s(), what="this request's engine work"):
+            return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from django.http import JsonResponse
+
+        from simulations.engine.budget import BudgetExceeded
+
+        if not isinstance(exception, BudgetExceeded):
+            return None
+        message = f"{exception}; narrow the request (fix some \"auto\" settings) or submit it as a run"
+        if request.path.startswith("/api/") or "json" in request.headers.get("Accept", ""):
+            response: HttpResponse = JsonResponse({"errors": {"detail": [message]}, "status": 503}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = "30"
+        return response

@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "planner.middleware.RequestIdMiddleware",
+    "planner.middleware.WorkBudgetMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -231,6 +232,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "planner.api.renderers.SafeJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PARSER_CLASSES": [
         "planner.api.parsers.SafeJSONParser",
         "planner.api.parsers.SafeFormParser",
@@ -333,7 +338,14 @@ LOGGING = {
 
 # --- Fabric Planner -----------------------------------------------------------------------------------
 FP_DEMO_PASSWORD = os.environ.get("FP_DEMO_PASSWORD", "fabric-demo-2026")
-FP_RUN_STUCK_AFTER_S = _int("FP_RUN_STUCK_AFTER_S", 900)
+FP_RUN_STUCK_AFTER_S = _int("FP_RUN_STUCK_AFTER_S", 900)  # the run lease; > FP_RUN_TIME_LIMIT_S (checked)
+# Time limits (simulations/limits.py checks them at start-up; docs/security.md "time budgets")
+FP_WEB_TIMEOUT_S = _int("FP_WEB_TIMEOUT_S", 30)  # gunicorn --timeout (its default)
+FP_WEB_ENGINE_BUDGET_S = float(os.environ.get("FP_WEB_ENGINE_BUDGET_S", "5"))  # engine work per web request
+FP_RUN_SOFT_TIME_LIMIT_S = _int("FP_RUN_SOFT_TIME_LIMIT_S", 300)  # Celery soft limit of one run
+FP_RUN_TIME_LIMIT_S = _int("FP_RUN_TIME_LIMIT_S", 330)  # Celery hard limit of one run
+FP_RUN_BUDGET_S = float(os.environ.get("FP_RUN_BUDGET_S", "0")) or (  # the run's cooperative budget
+    FP_RUN_SOFT_TIME_LIMIT_S - min(30, FP_RUN_SOFT_TIME_LIMIT_S / 4))
 FP_MAX_SWEEP_RUNS = _int("FP_MAX_SWEEP_RUNS", 512)
 # Team webhooks may target private/loopback addresses only outside production (local receivers in dev/tests).
 FP_WEBHOOK_ALLOW_PRIVATE = _bool("FP_WEBHOOK_ALLOW_PRIVATE", not PRODUCTION)
