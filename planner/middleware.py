@@ -7,7 +7,10 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from simulations import limits
+from simulations.engine.budget import BudgetExceeded, work_budget
 
 _request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -52,17 +55,10 @@ class WorkBudgetMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from simulations import limits
-        from simulations.engine.budget import work_budget
-
         with work_budget(limits.web_engine_budget_s(), what="this request's engine work"):
             return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        from django.http import JsonResponse
-
-        from simulations.engine.budget import BudgetExceeded
-
         if not isinstance(exception, BudgetExceeded):
             return None
         message = f"{exception}; narrow the request (fix some \"auto\" settings) or submit it as a run"
