@@ -129,7 +129,9 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         tiers=float(c.tiers),
         fabric=c.fabric,
         framework=getattr(t, "framework", None),
-        sharp=bool(getattr(c, "sharp", False)),
+        # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
+        # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)
+        sharp=bool(getattr(c, "in_network_reduction", False)) and c.fabric == "infiniband",
         domain=net["domain"],
         leaf_nodes=net["leaf_nodes"],
         pod_nodes=net["pod_nodes"],

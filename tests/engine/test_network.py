@@ -188,3 +188,18 @@ def test_context_parallelism_costs_short_attention_blocks() -> None:
     # its K/V ring crosses nodes, so it does more compute-seconds per step and exposes CP traffic
     assert cp8.breakdown_s["cp_comm"] > 0 == cp1.breakdown_s["cp_comm"]
     assert cp8.breakdown_s["compute"] > cp1.breakdown_s["compute"] * 1.005
+
+
+def test_sharp_halves_inter_node_all_reduce_traffic() -> None:
+    import dataclasses
+
+    s = parse_scenario(scenario(cluster={"gpus": 1024}, training={"global_batch": 1024}))
+    ctx = make_context(s, gpu_spec("H100-SXM"))
+    plain, sharp = ctx.net, dataclasses.replace(ctx, sharp=True).net
+    one = np.ones(1)
+    big = 1e9 * one
+    t_plain = cl.collective(plain, "ar", big, 1024 * one, one)[0]
+    t_sharp = cl.collective(sharp, "ar", big, 1024 * one, one)[0]
+    assert 0.45 < t_sharp / t_plain < 0.75  # each byte crosses the NIC once each way, not 2(n-1)/n
+    # all-gather and reduce-scatter have nothing to reduce in the switch
+    assert cl.collective(sharp, "ag", big, 1024 * one, one)[0] == cl.collective(plain, "ag", big, 1024 * one, one)[0]
