@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal import views
+from portal.views import fabric as fabric_views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -26,4 +27,6 @@ urlpatterns = [
     path("reports/new/", views.report_new, name="report-new"),
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reevaluations/", views.reevaluations, name="reevaluations"),
+    path("fabric/", fabric_views.fabric, name="fabric"),
+    path("fabric/runs/<int:pk>/", fabric_views.fabric_run, name="fabric-run"),
 ]
