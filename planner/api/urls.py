@@ -12,6 +12,7 @@ from planning.api.views import (
     ObjectChangeViewSet,
     WorkloadViewSet,
 )
+from simulations.api.calibration import CalibrationProfileViewSet, CalibrationUploadViewSet
 from simulations.api.views import (
     PreviewView,
     ReEvaluationViewSet,
@@ -35,6 +36,8 @@ router.register("sweeps", SweepViewSet, basename="sweep")
 router.register("reports", ReportViewSet, basename="report")
 router.register("reevaluations", ReEvaluationViewSet, basename="reevaluation")
 router.register("changes", ObjectChangeViewSet, basename="change")
+router.register("calibration-files", CalibrationUploadViewSet, basename="calibrationfile")
+router.register("calibration-profiles", CalibrationProfileViewSet, basename="calibrationprofile")
 
 urlpatterns = [
     # The compare report without the trailing slash too: /api/v1/reports/compare?runs=1,2&baseline=1

@@ -179,11 +179,16 @@ class ScenarioSerializer(TeamSlugMixin, serializers.ModelSerializer):
     cluster = serializers.JSONField(required=False)
     costs = serializers.JSONField(required=False)
     uncertainty = serializers.JSONField(required=False)
+    calibration_fleet = ScopedPrimaryKeyRelatedField(
+        queryset=Fleet.objects.all(), required=False, allow_null=True,
+        help_text="Borrow this fleet's calibration profile (hardware the team has not measured); the results say so.",
+    )
 
     class Meta:
         model = Scenario
         fields = ("id", "team", "name", "description", "fleet", "cluster", "workload", "costs", "uncertainty",
-                  "catalog", "pinned_version", "watched", "last_evaluated_at", "created_at", "updated_at")
+                  "catalog", "pinned_version", "watched", "use_calibration", "calibration_fleet", "last_evaluated_at",
+                  "created_at", "updated_at")
         read_only_fields = ("last_evaluated_at", "created_at", "updated_at")
 
     def _obj(self, value: Any, field: str) -> Any:

@@ -17,14 +17,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from rest_framework import exceptions
 
+from core.errors import ValidationError
 from planning import changelog
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet, ObjectChange, Scenario
 from planning.services.catalogs import catalog_resolve
 from planning.services.common import _err
 from planning.services.documents import fleet_cluster
 from simulations.engine.calibration import (
+    Profile,
+    finite_json,
     fit_profile,
     parse_gpu_telemetry,
     parse_nccl_tests,
@@ -78,7 +80,7 @@ def run_document(*, fleet: Fleet, document: Mapping[str, Any]) -> dict[str, Any]
         parse_scenario(doc, values)
     except ValueError as exc:
         field = getattr(exc, "field", "") or "detail"
-        raise exceptions.ValidationError({f"scenario.{field}": [str(getattr(exc, "message", exc))]}) from None
+        raise ValidationError({f"scenario.{field}": [str(getattr(exc, "message", exc))]}) from None
     return doc
 
 
@@ -109,7 +111,7 @@ def calibration_upload_create(
                 gpus = int(doc["cluster"].get("gpus") or fleet.gpus)
             parsed = parse_step_log(text, warmup_steps=warmup_steps, tokens_per_step=tokens_per_step or None,
                                     gpus=gpus)
-    except exceptions.ValidationError:
+    except ValidationError:
         raise
     except ValueError as exc:
         msg = str(exc)
@@ -119,7 +121,7 @@ def calibration_upload_create(
     with transaction.atomic():
         upload = CalibrationUpload.objects.create(
             team=fleet.team, fleet=fleet, kind=kind, label=(label or filename)[:120], filename=filename[:200],
-            size_bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest(), content=text, parsed=parsed,
+            size_bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest(), content=text, parsed=finite_json(parsed),
             scenario=doc, created_by=user, updated_by=user,
         )
         changelog.record(obj=upload, object_type="calibration-upload", action=ObjectChange.Action.CREATE, user=user,
@@ -163,7 +165,7 @@ def calibration_fit(*, fleet: Fleet, user: Any, uploads: list[CalibrationUpload]
         except ValueError as exc:
             raise _err("uploads", str(exc)) from None
         prof.version = version
-        doc = prof.to_dict()
+        doc = finite_json(prof.to_dict())
         doc["sources"] = [{"upload_id": u.pk, "kind": u.kind, "filename": u.filename, "label": u.label,
                            "sha256": u.sha256, "size_bytes": u.size_bytes} for u in chosen]
         doc["telemetry"] = telemetry
@@ -208,8 +210,6 @@ def scenario_calibration(*, scenario: Scenario) -> dict[str, Any] | None:
     profile = fleet_profile(fleet=source)
     if profile is None:
         return None
-    from simulations.engine.calibration import Profile
-
     section = Profile.from_dict(profile.profile).compact()
     section["name"] = f"{profile.name} ({source.name})"
     if scenario.calibration_fleet_id is not None and scenario.calibration_fleet_id != scenario.fleet_id:

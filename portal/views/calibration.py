@@ -11,12 +11,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
+from core.errors import ValidationError
 from planning.models import Fleet
 from planning.services import calibration as services
 from portal.views.common import _can, _error_dict, _require
+from simulations.services.calibration import calibration_fit_and_reevaluate
 
 MAX_CURVES = 8
 
@@ -30,7 +31,7 @@ def _size_label(n: int) -> str:
 
 def curve_charts(profile_doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One chart spec per nccl-tests file: measured bus bandwidth over the model's curve before and after."""
-    charts = []
+    charts: list[dict[str, Any]] = []
     for c in profile_doc.get("collectives", []):
         for src in c.get("sources", [])[:MAX_CURVES]:
             curve = src["curve"]
@@ -73,30 +74,28 @@ def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
         _require(request, fleet.team_id, Capability.PLAN)
         try:
             if request.POST.get("action") == "fit":
-                profile = services.calibration_fit(fleet=fleet, user=request.user, name=request.POST.get("name", ""),
-                                                   note=request.POST.get("note", ""))
-                from simulations.api.calibration import on_profile_change
-
-                on_profile_change(fleet=fleet)
-                messages.success(request, f"Profile v{profile.version} fitted.")
+                fitted = calibration_fit_and_reevaluate(fleet=fleet, user=request.user,
+                                                        name=request.POST.get("name", ""),
+                                                        note=request.POST.get("note", ""))
+                messages.success(request, f"Profile v{fitted.version} fitted.")
             else:
                 upload = request.FILES.get("file")
                 if upload is None:
-                    raise drf_exceptions.ValidationError({"file": ["choose a file"]})
+                    raise ValidationError({"file": ["choose a file"]})
                 name, content = services.read_upload(upload)
                 scenario = None
                 if request.POST.get("scenario", "").strip():
                     try:
                         scenario = json.loads(request.POST["scenario"])
                     except ValueError as exc:
-                        raise drf_exceptions.ValidationError({"scenario": [f"not JSON: {exc}"]}) from None
+                        raise ValidationError({"scenario": [f"not JSON: {exc}"]}) from None
                 services.calibration_upload_create(
                     fleet=fleet, user=request.user, kind=request.POST.get("kind", ""), content=content,
                     filename=name, label=request.POST.get("label", ""), scenario=scenario,
                     collective=request.POST.get("collective") or None)
                 messages.success(request, f"“{name}” imported.")
             return HttpResponseRedirect(reverse("fleet-calibration", args=[fleet.pk]))
-        except drf_exceptions.ValidationError as exc:
+        except ValidationError as exc:
             errors = _error_dict(exc)
     profile = services.fleet_profile(fleet=fleet)
     doc = profile.profile if profile else {}

@@ -27,7 +27,7 @@ from simulations.engine.calibration.apply import (
 )
 from simulations.engine.calibration.fit import fit_profile
 from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
-from simulations.engine.calibration.profile import Profile, check_document_calibration
+from simulations.engine.calibration.profile import Profile, check_document_calibration, finite_json
 from simulations.engine.calibration.steplog import parse_step_log
 from simulations.engine.calibration.telemetry import parse_gpu_telemetry
 
@@ -37,6 +37,7 @@ __all__ = [
     "Profile",
     "ProfileMismatch",
     "check_document_calibration",
+    "finite_json",
     "fit_profile",
     "fleet_differences",
     "overlay_for",

@@ -26,6 +26,20 @@ CONTEXT_FIELDS = frozenset(f.name for f in dataclasses.fields(Context))
 NET_KINDS = ("ar", "ag", "rs", "a2a", "p2p")
 
 
+def finite_json(obj: Any) -> Any:
+    """``obj`` with NaN / infinite floats as None and numpy scalars as Python numbers (strict JSON)."""
+    if isinstance(obj, Mapping):
+        return {str(k): finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float) or hasattr(obj, "__float__"):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    return obj
+
+
 def precision_key(ctx: Context) -> str:
     """The GEMM efficiency a run uses: fp8 only when asked for and the GPU has fp8 tensor cores."""
     return "fp8" if ctx.precision == "fp8" and ctx.gpu.peak_fp8_flops is not None else "bf16"
@@ -128,15 +142,17 @@ class Profile:
 
     def compact(self) -> dict[str, Any]:
         """What a scenario document carries under ``calibration``: the fitted values only (no curves, no runs)."""
-        return {"format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
-                "collectives": [{k: v for k, v in c.items() if k != "sources"} for c in self.collectives],
-                "gemm": {k: {kk: v[kk] for kk in ("eff", "sigma", "default") if kk in v} for k, v in self.gemm.items()},
-                "residual": self.residual}
+        return finite_json({
+            "format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
+            "collectives": [{k: v for k, v in c.items() if k != "sources"} for c in self.collectives],
+            "gemm": {k: {kk: v[kk] for kk in ("eff", "sigma", "default") if kk in v} for k, v in self.gemm.items()},
+            "residual": self.residual})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
-                "collectives": self.collectives, "gemm": self.gemm, "residual": self.residual, "runs": self.runs,
-                "notes": list(self.notes), "gemm_fit": self.gemm_fit}
+        return finite_json({
+            "format": PROFILE_FORMAT, "name": self.name, "version": self.version, "fleet": dict(self.fleet),
+            "collectives": self.collectives, "gemm": self.gemm, "residual": self.residual, "runs": self.runs,
+            "notes": list(self.notes), "gemm_fit": self.gemm_fit})
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Profile:
