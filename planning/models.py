@@ -283,3 +283,24 @@ class CalibrationProfile(TeamOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.fleet.name} calibration v{self.version}"
+
+
+# --- Capacity plans (issue #14) ------------------------------------------------------------------------
+class CapacityPlan(TeamOwnedModel):
+    """A fleet over time against a demand plan: the engine's plan document (``simulations.engine.fleet``).
+
+    ``document`` holds clusters (with in-service and retire days), named jobs, arrival streams, policy,
+    failures, costs and purchase candidates, validated by the engine's plan parser on every save. Runs of a
+    plan are ordinary simulation runs of kind ``fleet`` (see ``simulations.services.fleet``).
+    """
+
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    document = models.JSONField(default=dict)
+
+
+    class Meta(TeamOwnedModel.Meta):
+        indexes: ClassVar = [models.Index(fields=["team", "name"], name="capplan_team_name_idx")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -31,6 +31,7 @@ class RunKind(models.TextChoices):
     SEARCH = "search", "Search parallelism"
     TCO = "tco", "Total cost of ownership"
     FABRIC = "fabric", "Fabric study"  # flow-level simulation of collective traffic (engine.flowsim)
+    FLEET = "fleet", "Capacity plan"  # fleet simulation over months (engine.fleet), issue #14
 
 
 class RunTrigger(models.TextChoices):
