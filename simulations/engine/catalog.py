@@ -69,9 +69,16 @@ def default_catalog() -> dict[str, CatalogItem]:
     return json.loads(json.dumps(_default()))
 
 
+@lru_cache(maxsize=len(KINDS) + 1)
+def _default_of_kind(kind: str) -> dict[str, CatalogItem]:
+    return {k: v for k, v in _default().items() if v.get("kind") == kind}
+
+
 def items_of_kind(kind: str, catalog: Catalog | None = None) -> dict[str, CatalogItem]:
-    cat = catalog if catalog is not None else _default()
-    return {k: v for k, v in cat.items() if v.get("kind") == kind}
+    """Items of ``kind`` (a new dict; the default catalog's per-kind index is built once)."""
+    if catalog is None:
+        return dict(_default_of_kind(kind))
+    return {k: v for k, v in catalog.items() if v.get("kind") == kind}
 
 
 def get_item(key: str, kind: str, field: str, catalog: Catalog | None = None) -> CatalogItem:

@@ -26,7 +26,9 @@ from simulations.engine.goodput import (
     param_count,
     part_counts,
 )
-from simulations.engine.spec import Scenario
+from simulations.engine.perf import predict
+from simulations.engine.scenario import parse_scenario
+from simulations.engine.spec import Scenario, scenario_to_dict
 
 HOURS_PER_YEAR = 8760.0
 CATEGORIES = ("gpu_servers", "network", "power", "facility", "maintenance", "storage", "staff")
@@ -63,8 +65,6 @@ class PerfPoint:
 
 
 def _predict(s: Scenario, catalog: Catalog | None) -> dict[str, Any]:
-    from simulations.engine.perf import predict  # perf -> model -> scenario; costing is below perf in no path
-
     return dict(predict(s, catalog).to_dict())
 
 
@@ -88,8 +88,6 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
     Refuses (ScenarioError naming ``cluster.gpu``, message "does not fit in memory") a run whose layout does not fit in GPU memory:
     such a run cannot be priced.
     """
-    from simulations.engine.scenario import parse_scenario, scenario_to_dict
-
     s = parse_scenario(scenario, catalog)
     performance = _predict(s, catalog)
     if not performance.get("fits", True):

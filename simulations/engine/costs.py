@@ -8,17 +8,14 @@ again with numpy arrays of samples in place of numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from simulations.engine.bounds import check_field, check_number, check_samples
 from simulations.engine.catalog import KINDS, Catalog, CatalogError, CatalogItem, get_item, items_of_kind
 from simulations.engine.errors import ScenarioError
-
-FloatLike = float | npt.NDArray[np.float64]
+from simulations.engine.spec import CostParams, FloatLike
 
 DEFAULT_FACILITY = "FACILITY-DEFAULT"
 FACILITY_MODES = ("colocation", "owned")
@@ -73,18 +70,6 @@ def _check_value(value: Any, field: str, minimum: float, strict: bool) -> FloatL
         return check_field(value, field)
     except LookupError:
         return check_number(value, field, lo=minimum, lo_open=strict)
-
-
-@dataclass
-class CostParams:
-    """Resolved cost inputs; each number may be a numpy array of Monte Carlo samples."""
-
-    values: dict[str, FloatLike]
-    goodput: dict[str, FloatLike]
-    prices: dict[str, FloatLike]  # catalog key -> unit price override
-    facility_mode: str
-    facility_key: str
-    server_key: str | None
 
 
 def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = None) -> CostParams:

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import Any
 
 from simulations.engine.catalog import Catalog, CatalogError, CatalogItem, get_item, items_of_kind
-from simulations.engine.spec import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES
-
-if TYPE_CHECKING:  # pragma: no cover
-    from simulations.engine.spec import Scenario
+from simulations.engine.spec import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES, Scenario
 
 PLACEMENTS = LEAF_PLACEMENTS  # name kept for callers
 
@@ -530,4 +528,12 @@ def fabric_spec(s: Scenario) -> FabricSpec:
 
 def plan_for(s: Scenario, catalog: Catalog | None = None) -> FabricPlan:
     """The full fabric plan (switches, optics, cables, power) of a parsed scenario."""
-    return size_fabric(fabric_spec(s), catalog)
+    spec = fabric_spec(s)
+    return _default_plan(spec) if catalog is None else size_fabric(spec, catalog)
+
+
+@lru_cache(maxsize=256)
+def _default_plan(spec: FabricSpec) -> FabricPlan:
+    """Plans on the default catalog, memoised by their (frozen) inputs: the Monte Carlo and sensitivity re-size
+    the same fabric for every performance point. Callers treat a plan as read-only."""
+    return size_fabric(spec, None)

@@ -13,38 +13,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from simulations.engine.bounds import MAX_RANGES, check_field, check_number, check_work
 from simulations.engine.errors import ScenarioError
+from simulations.engine.spec import PERF_SECTIONS, Range
+
+__all__ = [
+    "DISTRIBUTIONS", "PERF_SECTIONS", "RANGE_KEYS", "SECTIONS", "UNCERTAINTY_KEYS", "Range", "find_ranges", "get_path",
+    "is_range", "likely_scenario", "parse_range", "set_path",
+]
 
 RANGE_KEYS = {"low", "likely", "high", "dist"}
 DISTRIBUTIONS = ("triangular", "pert")
 SECTIONS = ("costs", "cluster", "training")
-PERF_SECTIONS = ("cluster", "training")
 UNCERTAINTY_KEYS = {"distribution", "samples", "seed", "bins"}
-
-
-@dataclass(frozen=True)
-class Range:
-    path: tuple[str, ...]
-    low: float
-    likely: float
-    high: float
-    dist: str
-    integer: bool
-
-    @property
-    def field(self) -> str:
-        return ".".join(self.path)
-
-    @property
-    def affects_performance(self) -> bool:
-        return self.path[0] in PERF_SECTIONS
-
-    def value(self, x: float) -> float | int:
-        return round(x) if self.integer else float(x)
 
 
 def is_range(value: Any) -> bool:

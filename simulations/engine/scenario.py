@@ -51,13 +51,13 @@ from simulations.engine.spec import (
     TrainingSpec,
     scenario_to_dict,
 )
-from simulations.engine.topology import build_topology
+from simulations.engine.topology import Topology, build_topology
 
 __all__ = [  # the parser, and the types and enums of .spec it returns (import them from here or from .spec)
     "ATTENTION", "AUTO", "DEFAULT_QPS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE",
     "ROUTINGS", "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec",
     "Scenario", "ScenarioError", "TrainingSpec", "default_server_key", "parse_cluster", "parse_scenario",
-    "scenario_to_dict",
+    "scenario_to_dict", "topology_for",
 ]
 
 # "calibration": a fleet's calibration profile (simulations.engine.calibration, issue #16), kept in
@@ -465,3 +465,8 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")
     _check_layout(scenario)
     return _with_topology(scenario, catalog)
+
+
+def topology_for(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Topology:
+    """The topology (the fabric sizing's result) of a scenario document or parsed :class:`Scenario`."""
+    return parse_scenario(scenario, catalog).topo

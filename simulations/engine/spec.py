@@ -10,19 +10,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from simulations.engine.errors import ScenarioError
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from simulations.engine.costs import CostParams
-    from simulations.engine.ranges import Range
-    from simulations.engine.topology import Topology
-
 __all__ = [
-    "ATTENTION", "AUTO", "DEFAULT_QPS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE", "ROUTINGS",
-    "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec", "Scenario",
-    "ScenarioError", "TrainingSpec", "scenario_to_dict",
+    "ATTENTION",
+    "AUTO",
+    "DEFAULT_QPS",
+    "FABRICS",
+    "FRAMEWORKS",
+    "LEAF_PLACEMENTS",
+    "PERF_SECTIONS",
+    "PRECISIONS",
+    "RECOMPUTE",
+    "ROUTINGS",
+    "TOPOLOGIES",
+    "ClusterSpec",
+    "CostParams",
+    "FabricSettings",
+    "FloatLike",
+    "MoESpec",
+    "ModelSpec",
+    "ParallelismSpec",
+    "Range",
+    "Scenario",
+    "ScenarioError",
+    "Topology",
+    "TrainingSpec",
+    "scenario_to_dict",
 ]
 
 AUTO = "auto"
@@ -49,6 +68,81 @@ ROUTINGS = ("ecmp", "ecmp-qp", "adaptive", "pinned")
 DEFAULT_QPS = {"ecmp": 1, "ecmp-qp": 4, "adaptive": 1, "pinned": 1}
 # Where the leaf switch sits: "rack" (copper to the NICs), "row" (optics), "auto" (rack when it can)
 LEAF_PLACEMENTS = ("auto", "rack", "row")
+
+
+FloatLike = float | npt.NDArray[np.float64]
+# ranged inputs under these sections change performance (predict runs again); under costs they only change prices
+PERF_SECTIONS = ("cluster", "training")
+
+
+@dataclass(frozen=True)
+class Range:
+    path: tuple[str, ...]
+    low: float
+    likely: float
+    high: float
+    dist: str
+    integer: bool
+
+    @property
+    def field(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def affects_performance(self) -> bool:
+        return self.path[0] in PERF_SECTIONS
+
+    def value(self, x: float) -> float | int:
+        return round(x) if self.integer else float(x)
+
+
+@dataclass
+class CostParams:
+    """Resolved cost inputs; each number may be a numpy array of Monte Carlo samples."""
+
+    values: dict[str, FloatLike]
+    goodput: dict[str, FloatLike]
+    prices: dict[str, FloatLike]  # catalog key -> unit price override
+    facility_mode: str
+    facility_key: str
+    server_key: str | None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """One cluster as built. Counts are whole-cluster totals (all planes)."""
+
+    fabric: str  # infiniband | roce
+    topology: str  # fat-tree | rail-optimized | multi-plane
+    routing: str  # ecmp | ecmp-qp | adaptive | pinned (supported by the switch)
+    qps_per_connection: int
+    switch: str  # catalog key of the switch model
+    nic: str  # catalog key of the NIC model
+    radix: int  # switch ports at the link speed (after breakout)
+    link_gbps: float  # port speed the links run at (>= the NIC rate)
+    nic_gbps: float
+    tiers: int  # 1, 2 or 3
+    planes: int  # independent fabrics (multi-plane); 1 otherwise
+    rails: int  # leaf groups per plane: one per NIC index (rail-optimized), 1 (fat-tree)
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    nics_per_node: int
+    nvlink_domain_gpus: int  # GPUs in one NVLink domain (8 for HGX, 72 for NVL72 racks)
+    leaf_down_ports: int  # ports of a leaf facing NICs
+    leaf_up_ports: int  # ports of a leaf facing spines (0 in a 1-tier fabric)
+    nodes_per_leaf: float  # nodes whose same-rail NICs share one leaf (< 1: a node spans several leaves)
+    leaf_gpus: int  # GPUs on the nodes under one leaf (per rail), at most gpus
+    pod_gpus: int  # GPUs under one pod: non-blocking inside, every path out crosses an oversubscribed or top tier
+    max_gpus: int  # most GPUs this switch model and tier count could serve
+    switches: Mapping[str, int]  # leaf, spine, core, total
+    links: Mapping[str, int]  # node_leaf, leaf_spine, spine_core
+    oversubscription: Mapping[str, float]  # built down:up ratio: leaf (leaf->spine), spine (spine->core); >= 1
+    hops: Mapping[str, int]  # switches a path crosses when it stays in a leaf, in a pod, or crosses the core
+
+    @property
+    def nics(self) -> int:
+        return self.nodes * self.nics_per_node
 
 
 @dataclass(frozen=True)

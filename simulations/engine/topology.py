@@ -1,7 +1,8 @@
 """The cluster's topology: what the fabric sizing built, read by both the performance and the cost model.
 
 ``parse_scenario`` sizes the fabric once (:func:`simulations.engine.fabric.size_fabric` on the parsed cluster)
-and keeps the result as ``scenario.topology``, a frozen :class:`Topology`. The performance model reads where a
+and keeps the result as ``scenario.topology``, a frozen :class:`Topology` (defined in :mod:`.spec` with the other
+value types; ``simulations.engine.scenario.topology_for(doc)`` parses a document and returns it). The performance model reads where a
 collective's traffic goes (inside the NVLink domain, inside a leaf, inside a pod, across the core), how many
 switches it crosses and the oversubscription of each tier; the cost model prices the same switches and links.
 ``fabric_block`` is the ``fabric`` section both ``predict`` and ``tco`` return, so a reader sees which cluster
@@ -11,53 +12,14 @@ was assumed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simulations.engine.catalog import Catalog, CatalogError, get_item
 from simulations.engine.errors import ScenarioError
-from simulations.engine.fabric import FabricPlan, fabric_spec, size_fabric
+from simulations.engine.fabric import FabricPlan, plan_for
+from simulations.engine.spec import Scenario, Topology
 
-if TYPE_CHECKING:  # pragma: no cover
-    from simulations.engine.spec import Scenario
-
-
-@dataclass(frozen=True)
-class Topology:
-    """One cluster as built. Counts are whole-cluster totals (all planes)."""
-
-    fabric: str  # infiniband | roce
-    topology: str  # fat-tree | rail-optimized | multi-plane
-    routing: str  # ecmp | ecmp-qp | adaptive | pinned (supported by the switch)
-    qps_per_connection: int
-    switch: str  # catalog key of the switch model
-    nic: str  # catalog key of the NIC model
-    radix: int  # switch ports at the link speed (after breakout)
-    link_gbps: float  # port speed the links run at (>= the NIC rate)
-    nic_gbps: float
-    tiers: int  # 1, 2 or 3
-    planes: int  # independent fabrics (multi-plane); 1 otherwise
-    rails: int  # leaf groups per plane: one per NIC index (rail-optimized), 1 (fat-tree)
-    gpus: int
-    nodes: int
-    gpus_per_node: int
-    nics_per_node: int
-    nvlink_domain_gpus: int  # GPUs in one NVLink domain (8 for HGX, 72 for NVL72 racks)
-    leaf_down_ports: int  # ports of a leaf facing NICs
-    leaf_up_ports: int  # ports of a leaf facing spines (0 in a 1-tier fabric)
-    nodes_per_leaf: float  # nodes whose same-rail NICs share one leaf (< 1: a node spans several leaves)
-    leaf_gpus: int  # GPUs on the nodes under one leaf (per rail), at most gpus
-    pod_gpus: int  # GPUs under one pod: non-blocking inside, every path out crosses an oversubscribed or top tier
-    max_gpus: int  # most GPUs this switch model and tier count could serve
-    switches: Mapping[str, int]  # leaf, spine, core, total
-    links: Mapping[str, int]  # node_leaf, leaf_spine, spine_core
-    oversubscription: Mapping[str, float]  # built down:up ratio: leaf (leaf->spine), spine (spine->core); >= 1
-    hops: Mapping[str, int]  # switches a path crosses when it stays in a leaf, in a pod, or crosses the core
-
-    @property
-    def nics(self) -> int:
-        return self.nodes * self.nics_per_node
+__all__ = ["Topology", "build_topology", "fabric_block", "topology_from_plan"]
 
 
 def _ratio(down: int, up: int) -> float:
@@ -124,7 +86,7 @@ def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
     the way ``cluster.routing`` asks.
     """
     try:
-        plan = size_fabric(fabric_spec(s), catalog)
+        plan = plan_for(s, catalog)
     except CatalogError as exc:
         raise ScenarioError(exc.field, exc.message) from exc
     c = s.cluster
@@ -139,13 +101,6 @@ def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
         server = get_item(s.fabric.server, "server", "costs.server", catalog)
         domain = int((server.get("specs") or {}).get("nvlink_domain_gpus") or c.gpus_per_node)
     return topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
-
-
-def topology_for(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Topology:
-    """The topology of a scenario document or parsed :class:`Scenario`."""
-    from simulations.engine.scenario import parse_scenario
-
-    return parse_scenario(scenario, catalog).topo
 
 
 def fabric_block(t: Topology) -> dict[str, Any]:

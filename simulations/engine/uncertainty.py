@@ -34,7 +34,7 @@ import numpy.typing as npt
 from simulations.engine import bounds
 from simulations.engine.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
 from simulations.engine.budget import checkpoint
-from simulations.engine.catalog import Catalog
+from simulations.engine.catalog import Catalog, get_item
 from simulations.engine.costing import evaluate, perf_point
 from simulations.engine.costs import CostParams, resolve_costs
 from simulations.engine.ranges import (  # noqa: F401 - re-exported (public names of this module before the split)
@@ -161,8 +161,6 @@ def pin_hardware(doc: dict[str, Any], point: Any) -> None:
 
 def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalog | None = None) -> dict[str, Range]:
     """Catalog default ranges for the main prices and facility/goodput figures the scenario does not pin."""
-    from simulations.engine.catalog import get_item
-
     out: dict[str, Range] = {}
     costs = scenario.get("costs") or {}
     prices = costs.get("prices") or {}

@@ -14,8 +14,8 @@ import pytest
 
 from simulations.engine import predict, tco
 from simulations.engine.errors import ScenarioError
-from simulations.engine.scenario import parse_cluster, parse_scenario, scenario_to_dict
-from simulations.engine.topology import fabric_block, topology_for
+from simulations.engine.scenario import parse_cluster, parse_scenario, scenario_to_dict, topology_for
+from simulations.engine.topology import fabric_block
 from simulations.engine.validate import validate_scenario
 from tests.engine._scenarios import LLAMA_7B, dp_heavy, scenario
 
