@@ -76,7 +76,7 @@ TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
     "gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology", "tiers",
-    "oversubscription", "pod_gpus", "routing", "switch", "nic", "qps_per_connection",
+    "oversubscription", "pod_gpus", "routing", "switch", "nic", "qps_per_connection", "in_network_reduction",
 }
 CLUSTER_REQUIRED = ("gpu", "gpus")
 DEFAULT_NODES_PER_RACK = 4  # four 8-GPU HGX servers per 40-45 kW rack when the server item does not say
@@ -286,6 +286,7 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
         topology=topology, tiers=tiers, oversubscription=oversub, pod_gpus=pod, routing=routing,
         switch=_key(d, "switch", path), nic=_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
         pod_given=pod_given,
+        in_network_reduction=bool(_bool(d, "in_network_reduction", path, default=False)),
     )
 
 

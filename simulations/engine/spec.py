@@ -139,6 +139,7 @@ class Topology:
     links: Mapping[str, int]  # node_leaf, leaf_spine, spine_core
     oversubscription: Mapping[str, float]  # built down:up ratio: leaf (leaf->spine), spine (spine->core); >= 1
     hops: Mapping[str, int]  # switches a path crosses when it stays in a leaf, in a pod, or crosses the core
+    in_network_reduction: bool = False  # SHARP all-reduce in the switches (asked for, and the switch has it)
 
     @property
     def nics(self) -> int:
@@ -229,6 +230,8 @@ class ClusterSpec:
     tiers_given: bool = field(default=False, compare=False)
     # cluster.pod_gpus was set explicitly: non-blocking pods of that size, oversubscription only above them
     pod_given: bool = field(default=False, compare=False)
+    # NCCL CollNet / SHARP all-reduce in the switches (NCCL_COLLNET_ENABLE=1); needs a switch with SHARP
+    in_network_reduction: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,6 +307,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     }
     if c.pod_given:  # a default pod (the whole cluster) is not written: writing it would change its meaning
         cluster["pod_gpus"] = c.pod_gpus
+    if c.in_network_reduction:
+        cluster["in_network_reduction"] = True
     if c.qps_per_connection != DEFAULT_QPS[c.routing]:
         cluster["qps_per_connection"] = c.qps_per_connection
     if c.switch is not None:

@@ -12,6 +12,7 @@ was assumed.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from simulations.engine.catalog import Catalog, CatalogError, get_item
@@ -96,11 +97,17 @@ def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
             "cluster.routing",
             f"switch {plan.switch_model} does not support {c.routing!r} routing; it supports {', '.join(supported)}",
         )
+    if c.in_network_reduction and not (plan.switch_item.get("specs") or {}).get("sharp"):
+        raise ScenarioError(
+            "cluster.in_network_reduction",
+            f"switch {plan.switch_model} has no in-network reduction (SHARP); use an InfiniBand switch that has it",
+        )
     domain = c.gpus_per_node
     if s.fabric is not None and s.fabric.server is not None:
         server = get_item(s.fabric.server, "server", "costs.server", catalog)
         domain = int((server.get("specs") or {}).get("nvlink_domain_gpus") or c.gpus_per_node)
-    return topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
+    topo = topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
+    return replace(topo, in_network_reduction=c.in_network_reduction)
 
 
 def fabric_block(t: Topology) -> dict[str, Any]:
@@ -123,5 +130,6 @@ def fabric_block(t: Topology) -> dict[str, Any]:
         "leaf_gpus": t.leaf_gpus,
         "pod_gpus": t.pod_gpus,
         "nvlink_domain_gpus": t.nvlink_domain_gpus,
+        "in_network_reduction": t.in_network_reduction,
         "max_gpus": t.max_gpus,
     }

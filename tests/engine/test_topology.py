@@ -110,6 +110,8 @@ BAD = {
     "unknown framework": (lambda d: d["training"].update(framework="jax"), "training.framework"),
     "unknown cost key": (lambda d: d.setdefault("costs", {}).update(electricity=0.1), "costs.electricity"),
     "qps out of bound": (lambda d: d["cluster"].update(qps_per_connection=0), "cluster.qps_per_connection"),
+    "SHARP on Ethernet": (lambda d: d["cluster"].update(fabric="roce", in_network_reduction=True),
+                          "cluster.in_network_reduction"),
 }
 
 
@@ -226,3 +228,11 @@ def test_a_requested_pod_is_built_as_non_blocking_pods_under_a_thinned_core() ->
     leaf = parse_scenario(dp_heavy(oversubscription=4.0))
     assert leaf.topo.oversubscription["leaf"] > 3.5 and "pod_gpus" not in scenario_to_dict(leaf)["cluster"]
     assert parse_scenario(scenario_to_dict(leaf)).topo == leaf.topo
+
+
+def test_in_network_reduction_is_a_switch_capability() -> None:
+    s = parse_scenario(dp_job(1024, in_network_reduction=True))
+    assert s.cluster.in_network_reduction and s.topo.in_network_reduction
+    assert fabric_block(s.topo)["in_network_reduction"] is True
+    assert scenario_to_dict(s)["cluster"]["in_network_reduction"] is True
+    assert "in_network_reduction" not in scenario_to_dict(parse_scenario(dp_job(1024)))["cluster"]
