@@ -252,7 +252,13 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # ---- TP communication per layer per micro-batch: 2 all-reduces (or AG+RS pairs with SP) fwd, 2 bwd,
     # 2 more when the forward is recomputed (full recompute)
     act_bytes = m_tok * h * BYTES_ACT
-    t_ar = coll("ar", act_bytes, tp, ones, "tp")
+    # MoE layers with TP: experts are tensor-parallel over the same ranks (Megatron-Core's expert tensor
+    # parallelism defaults to the TP size), so the FFN-side all-gather / reduce-scatter carries every routed
+    # copy of the token (top_k) plus the shared experts' input, instead of one copy
+    ffn_copies = (1.0 - frac_moe) + frac_moe * (ctx.top_k + min(ctx.shared_experts, 1.0)) if ctx.moe else 1.0
+    t_ar_attn = coll("ar", act_bytes, tp, ones, "tp")
+    t_ar_ffn = coll("ar", act_bytes * ffn_copies, tp, ones, "tp") if ffn_copies != 1.0 else t_ar_attn
+    t_ar = 0.5 * (t_ar_attn + t_ar_ffn)  # per TP collective, averaged over the attention and FFN sides
     n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)
     t_tp_layer = n_tp * t_ar * (1.0 - prof["tp_overlap"])
 

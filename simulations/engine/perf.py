@@ -28,6 +28,7 @@ from simulations.engine.model import (
     divisors,
     evaluate,
     make_context,
+    usable_memory_bytes,
 )
 from simulations.engine.scenario import Scenario, ScenarioError, parse_scenario
 from simulations.engine.topology import fabric_block
@@ -243,8 +244,6 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: 
 
 
 def _usable_gb(ctx: Context) -> float:
-    from simulations.engine.model import usable_memory_bytes
-
     return usable_memory_bytes(ctx.gpu) / 1e9
 
 
@@ -282,7 +281,7 @@ def _document_calibration(s: Scenario, catalog: Catalog | None, calibration: Any
     """The overlay of the profile the document carries under ``calibration`` (issue #16), unless one is given."""
     if calibration is not None or not s.extras.get("calibration"):
         return calibration
-    from simulations.engine.calibration import overlay_from_scenario  # lazy: calibration imports perf
+    from simulations.engine.calibration import overlay_from_scenario  # noqa: PLC0415 (calibration imports perf)
 
     return overlay_from_scenario(s, catalog)
 

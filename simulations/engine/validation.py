@@ -153,7 +153,7 @@ def render_markdown(rows: list[ValidationRow], holdout: list[ValidationRow] | No
     if NETWORK_RUNS.exists():
         net_rows = validation_rows(load_runs(NETWORK_RUNS))
         sets += [("Network-bound", net_rows),
-                 ("Network-bound, dense only", [r for r in net_rows if "-moe-" not in r.run_id])]
+                 ("Network-bound without MegaScale-MoE", [r for r in net_rows if "megascale-moe" not in r.run_id])]
     if BLACKWELL_RUNS.exists():
         sets.append(("Blackwell (B200 + H100 controls)", validation_rows(load_runs(BLACKWELL_RUNS))))
     overview = ["| set | runs | MAPE | worst row | rows worse than 25% |", "|---|---|---|---|---|"]

@@ -132,9 +132,12 @@ def test_unfit_layout_has_null_throughput() -> None:
 def test_network_bound_rows() -> None:
     rows = validation_rows(load_runs(NETWORK_RUNS))
     s = summary(rows)
-    dense = [r for r in rows if "moe" not in r.run_id]
-    assert summary(dense)["mape"] <= 0.10, report_rows(rows)
-    assert summary(dense)["worst"] <= 0.25, report_rows(rows)
+    # MegaScale 175B (dense) and Fire-Flyer DeepSeekMoE rows meet the target; the three MegaScale-MoE
+    # rows do not (docs/performance-model.md section 15) and are reported, not asserted
+    met = [r for r in rows if "megascale-moe" not in r.run_id]
+    assert len(met) == 7
+    assert summary(met)["mape"] <= 0.10, report_rows(rows)
+    assert summary(met)["worst"] <= 0.25, report_rows(rows)
     assert s["rows"] == 10
 
 
