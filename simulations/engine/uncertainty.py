@@ -34,9 +34,10 @@ import numpy.typing as npt
 from simulations.engine import bounds
 from simulations.engine.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
 from simulations.engine.budget import checkpoint
-from simulations.engine.catalog import Catalog, get_item
+from simulations.engine.catalog import Catalog, get_item, items_of_kind
 from simulations.engine.costing import evaluate, perf_point
 from simulations.engine.costs import CostParams, resolve_costs
+from simulations.engine.fabric import FabricError, switch_radix
 from simulations.engine.ranges import (  # noqa: F401 - re-exported (public names of this module before the split)
     DISTRIBUTIONS,
     PERF_SECTIONS,
@@ -100,7 +101,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     perf_ranges = [ranges[n] for n in sorted(ranges) if ranges[n].affects_performance]
     if perf_ranges:
         base_point = base_point if base_point is not None else perf_point(base, catalog, params)
-        pin_hardware(base, base_point)
+    rates = line_rates(catalog)
     out_keys = ("run_days", "annual_tco_usd", "run_cost_usd", "usd_per_gpu_hour", "network_share_of_tco")
     outputs = {k: np.empty(samples) for k in out_keys}
     points = 0
@@ -120,7 +121,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
             rank = np.argsort(np.argsort(x, kind="stable"), kind="stable")
             b = (rank * bins) // samples
             bin_idx[:, j] = b
-            reps.append([r.value(float(np.median(x[b == i]))) if np.any(b == i) else r.value(r.likely)
+            reps.append([_point_value(r, float(np.median(x[b == i])) if np.any(b == i) else r.likely, rates)
                          for i in range(bins)])
         combos, inverse = np.unique(bin_idx, axis=0, return_inverse=True)
         inverse = np.asarray(inverse).reshape(-1)
@@ -132,6 +133,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
                 doc = copy.deepcopy(base)
                 for r, v in zip(perf_ranges, values, strict=True):
                     set_path(doc, r.path, v)
+                pin_hardware(doc, base_point)
                 cache[values] = perf_point(doc, catalog, params)
             idx = np.nonzero(inverse == c)[0]
             _, summary, _ = evaluate(cache[values], _subset(params, idx, samples), catalog)
@@ -151,12 +153,44 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     }
 
 
+# A ranged NIC rate is a choice of line rate: NICs and switch ports come in discrete speeds (100/200/400/800 Gb/s),
+# so each performance point snaps to the nearest rate the catalog offers, and keeps the likely scenario's NIC and
+# switch only when they can run at it (pin_hardware) — never an impossible 402 Gb/s, never 800 Gb/s on a 400G NIC.
+LINE_RATE_FIELDS = ("cluster.nic_gbps",)
+
+
+def line_rates(catalog: Catalog | None = None) -> list[float]:
+    """Line rates (Gb/s) links can run at: the catalog's NIC speeds and switch port / breakout speeds, ascending
+    (200/400/800 NICs, 100G HDR100 breakout on 200G switches)."""
+    rates = {float((item.get("specs") or {}).get("gbps") or 0.0) for item in items_of_kind("nic", catalog).values()}
+    for item in items_of_kind("switch", catalog).values():
+        specs = item.get("specs") or {}
+        rates.update(float(g) for g in (specs.get("breakout") or {}))
+        rates.add(float(specs.get("port_gbps") or 0.0))
+    return sorted(r for r in rates if r > 0)
+
+
+def _point_value(r: Range, x: float, rates: list[float]) -> float | int:
+    """The value a performance point uses for ``r`` at ``x`` (line rates snapped to the nearest NIC speed)."""
+    if r.field in LINE_RATE_FIELDS and rates:
+        x = min(rates, key=lambda g: (abs(g - x), -g))
+    return r.value(x)
+
+
 def pin_hardware(doc: dict[str, Any], point: Any) -> None:
-    """Keep the likely scenario's switch and NIC models while performance inputs vary (a NIC-rate range models
-    achieved bandwidth, not a different switch family)."""
+    """Keep the likely scenario's switch and NIC models while performance inputs vary, as far as they can carry
+    the point's NIC line rate; a rate they cannot carry takes the default NIC / switch for that speed."""
     cluster = doc.setdefault("cluster", {})
-    cluster.setdefault("switch", point.plan.switch_model)
-    cluster.setdefault("nic", point.plan.nic_model)
+    rate = cluster.get("nic_gbps", point.plan.spec.nic_gbps)
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        return
+    try:
+        switch_radix(point.plan.switch_item, float(rate))
+        cluster.setdefault("switch", point.plan.switch_model)
+    except FabricError:
+        pass
+    if float((point.plan.nic_item.get("specs") or {}).get("gbps", 0.0)) >= float(rate):
+        cluster.setdefault("nic", point.plan.nic_model)
 
 
 def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalog | None = None) -> dict[str, Range]:
@@ -212,8 +246,7 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
     base = likely_scenario(scenario, ranges)
     base_params = resolve_costs(base.get("costs"), catalog)
     point = base_point if base_point is not None else perf_point(base, catalog, base_params)
-    if any(r.affects_performance for r in ranges.values()):
-        pin_hardware(base, point)
+    rates = line_rates(catalog)
     inputs: dict[str, tuple[Range, str]] = {n: (r, "scenario") for n, r in ranges.items()}
     for n, r in default_ranges(base, point, catalog).items():
         if n not in inputs:
@@ -222,6 +255,8 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
     def run_cost(r: Range, value: float | int) -> float:
         doc = copy.deepcopy(base)
         set_path(doc, r.path, value)
+        if r.affects_performance:
+            pin_hardware(doc, point)
         params = resolve_costs(doc.get("costs"), catalog)
         pt = perf_point(doc, catalog, params) if r.affects_performance else point
         _, summary, _ = evaluate(pt, params, catalog)
@@ -232,7 +267,7 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
                hint="pin some inputs to single values")
     for name, (r, origin) in inputs.items():
         checkpoint()
-        lo_v, hi_v = r.value(r.low), r.value(r.high)
+        lo_v, hi_v = _point_value(r, r.low, rates), _point_value(r, r.high, rates)
         lo_c, hi_c = run_cost(r, lo_v), run_cost(r, hi_v)
         rows.append({
             "input": name,

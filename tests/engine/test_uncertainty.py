@@ -134,3 +134,18 @@ def test_sensitivity_with_performance_input() -> None:
     rows = tco(doc, sensitivity=True)["sensitivity"]
     nic = next(r for r in rows if r["input"] == "cluster.nic_gbps")
     assert nic["run_cost_low_usd"] > nic["run_cost_high_usd"]
+
+
+def test_nic_rate_range_prices_the_nic_each_point_needs() -> None:
+    """{200, 400, 800} Gb/s: every point runs at a real line rate on hardware that can carry it (an 800G point
+    gets 800G NICs and switches instead of failing on the likely 400G NIC)."""
+    from simulations.engine.uncertainty import line_rates
+
+    assert {100.0, 200.0, 400.0, 800.0} <= set(line_rates())
+    doc = reference()
+    doc["cluster"]["nic_gbps"] = {"low": 200, "likely": 400, "high": 800}
+    out = tco(doc, monte_carlo=2000, seed=1, sensitivity=True)
+    assert out["monte_carlo"]["performance_points"] == 3  # 200, 400 and 800: no in-between rates
+    nic = next(r for r in out["sensitivity"] if r["input"] == "cluster.nic_gbps")
+    assert (nic["low_value"], nic["high_value"]) == (200, 800)
+    assert nic["run_cost_high_usd"] != nic["run_cost_low_usd"]
