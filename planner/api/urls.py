@@ -13,6 +13,7 @@ from planning.api.views import (
     WorkloadViewSet,
 )
 from simulations.api.calibration import CalibrationProfileViewSet, CalibrationUploadViewSet
+from simulations.api.capacity_plans import CapacityPlanViewSet
 from simulations.api.views import (
     PreviewView,
     ReEvaluationViewSet,
@@ -38,6 +39,7 @@ router.register("reevaluations", ReEvaluationViewSet, basename="reevaluation")
 router.register("changes", ObjectChangeViewSet, basename="change")
 router.register("calibration-files", CalibrationUploadViewSet, basename="calibrationfile")
 router.register("calibration-profiles", CalibrationProfileViewSet, basename="calibrationprofile")
+router.register("capacity-plans", CapacityPlanViewSet, basename="capacityplan")
 
 urlpatterns = [
     # The compare report without the trailing slash too: /api/v1/reports/compare?runs=1,2&baseline=1

@@ -34,6 +34,7 @@ from simulations import engine
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun
 from simulations.services import dispatch
 from simulations.services.fabric import compute_fabric
+from simulations.services.fleet import compute_fleet
 from simulations.services.hashing import jsonable
 from simulations.services.reevaluation import reevaluation_complete
 from simulations.services.sweeps import sweep_refresh
@@ -55,10 +56,13 @@ def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params
             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Call the pure engine for one run of ``kind`` and return its result as plain JSON.
 
-    ``progress(done, total)`` is called by engines that work in steps (fabric studies: seeds).
+    ``progress(done, total)`` is called by engines that work in steps (fabric studies: seeds; capacity plans:
+    replications).
     """
     if kind == RunKind.FABRIC:
         return jsonable(compute_fabric(document, catalog, params, progress))
+    if kind == RunKind.FLEET:
+        return jsonable(compute_fleet(document, catalog, params, progress))
     if kind == RunKind.PREDICT:
         result: Any = engine.predict(document, catalog=catalog)
     elif kind == RunKind.SEARCH:
@@ -161,11 +165,13 @@ def run_execute(*, run_id: int) -> SimulationRun | None:
         _progress(run_id, token, 30, f"running {run.kind}")
         snapshot = run.input_snapshot
         def seeds_done(done: int, total: int) -> None:  # raises RunAborted once the run is cancelled
-            _progress(run_id, token, 30 + (60 * done) // max(total, 1), f"seeds {done}/{total}")
+            unit = "replications" if run.kind == RunKind.FLEET else "seeds"
+            _progress(run_id, token, 30 + (60 * done) // max(total, 1), f"{unit} {done}/{total}")
 
         args = (run.kind, dict(snapshot["document"]), dict(snapshot["catalog_values"]), run.params)
         # stepwise engines report progress (fabric studies: seeds); the others keep the 4-argument call
-        result = compute(*args, progress=seeds_done) if run.kind == RunKind.FABRIC else compute(*args)
+        stepwise = run.kind in (RunKind.FABRIC, RunKind.FLEET)
+        result = compute(*args, progress=seeds_done) if stepwise else compute(*args)
         _progress(run_id, token, 90, "storing result")
         _finish(run_id, token, status=RunStatus.SUCCEEDED, result=result, progress=100,
                 progress_message="done", error="", error_field="")

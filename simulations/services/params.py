@@ -9,9 +9,10 @@ from rest_framework import exceptions
 
 from simulations.models import RunKind
 from simulations.services.fabric import FABRIC_PARAMS, clean_fabric_params
+from simulations.services.fleet import FLEET_PARAMS, clean_fleet_params
 
 ALLOWED_PARAMS: dict[str, set[str]] = {"predict": set(), "search": {"top_k"}, "tco": {"monte_carlo", "sensitivity", "seed"},
-                                       "fabric": set(FABRIC_PARAMS)}
+                                       "fabric": set(FABRIC_PARAMS), "fleet": set(FLEET_PARAMS)}
 
 
 def check_kind(kind: str) -> None:
@@ -37,6 +38,8 @@ def clean_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         raise exceptions.ValidationError({f"params.{sorted(unknown)[0]}": [f"not an option of a {kind} run"]})
     if kind == RunKind.FABRIC:
         return clean_fabric_params(params)
+    if kind == RunKind.FLEET:
+        return clean_fleet_params(params)
     out: dict[str, Any] = {}
     if "top_k" in params:
         out["top_k"] = bounded_int(params["top_k"], "params.top_k", 1, 50)

@@ -1,0 +1,72 @@
+"""Capacity plans (issue #14): a fleet over time against a demand plan; created, updated and deleted here.
+
+The plan ``document`` is validated by the engine's plan parser (:func:`simulations.engine.fleet.parse_plan`)
+on every write, so a stored plan always parses; errors name the field inside the document
+(``document.clusters[1].gpus``). Every write is change-logged in its transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from accounts.models import Team
+from core.errors import ValidationError
+from planning import changelog
+from planning.models import CapacityPlan, ObjectChange
+from planning.services.common import _err, _update_logged
+from simulations.engine.errors import ScenarioError
+from simulations.engine.fleet import parse_plan
+
+CAPACITY_PLAN_FIELDS = ("name", "description", "document")
+
+
+def capacity_plan_validate(document: Any) -> None:
+    """The engine parser's checks (types, bounds, keys, cross-references, catalog keys) as field errors."""
+    if not isinstance(document, Mapping):
+        raise _err("document", "must be a JSON object (the plan document, see docs/fleet-model.md)")
+    try:
+        parse_plan(document)
+    except ScenarioError as exc:
+        raise ValidationError({f"document.{exc.field}" if exc.field else "document": [exc.message]}) from None
+
+
+def _clean(data: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
+    out = {k: v for k, v in data.items() if k in CAPACITY_PLAN_FIELDS}
+    if creating or "name" in out:
+        name = out.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise _err("name", "This field is required.")
+        if len(name) > 120:
+            raise _err("name", "at most 120 characters")
+    if "description" in out and not isinstance(out["description"], str):
+        raise _err("description", "must be a string")
+    if creating and "document" not in out:
+        raise _err("document", "This field is required.")
+    if "document" in out:
+        capacity_plan_validate(out["document"])
+    return out
+
+
+def capacity_plan_create(*, team: Team, user: Any, **fields: Any) -> CapacityPlan:
+    data = _clean(fields, creating=True)
+    with transaction.atomic():
+        plan = CapacityPlan.objects.create(team=team, created_by=user, updated_by=user, **data)
+        changelog.record(obj=plan, object_type="capacity_plan", action=ObjectChange.Action.CREATE, user=user)
+    return plan
+
+
+def capacity_plan_update(*, plan: CapacityPlan, user: Any, **fields: Any) -> CapacityPlan:
+    data = _clean(fields, creating=False)
+    _update_logged(plan, object_type="capacity_plan", user=user, data=data)
+    return plan
+
+
+def capacity_plan_delete(*, plan: CapacityPlan, user: Any) -> None:
+    """Delete a plan; its runs stay (they hold their own input snapshot)."""
+    with transaction.atomic():
+        changelog.record(obj=plan, object_type="capacity_plan", action=ObjectChange.Action.DELETE, user=user,
+                         before=changelog.snapshot(plan))
+        plan.delete()

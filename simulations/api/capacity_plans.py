@@ -1,0 +1,125 @@
+"""Capacity plans over the API (issue #14): CRUD, run, a plan's runs, and the quarterly table for finance.
+
+``POST /capacity-plans/`` stores a plan document (validated by the engine's plan parser: 400 naming
+``document.<field>``); ``POST /capacity-plans/{id}/run/`` queues a ``fleet`` run (202 + the run's URL, or 200
+with ``reused``); the result is at ``/runs/{run}/result/``; ``GET /capacity-plans/{id}/quarters/?fmt=json|csv|xlsx``
+gives GPU-hours demanded vs delivered, capex, opex and cost per delivered GPU-hour per quarter of the latest
+succeeded run (or ``?run=``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.roles import Capability
+from core.errors import NotFound, ValidationError
+from planner.api.viewsets import ServiceModelViewSet
+from planning.models import CapacityPlan
+from planning.services import capacity_plans as plan_services
+from simulations import reports
+from simulations.api.serializers import SimulationRunSerializer
+from simulations.models import RunStatus
+from simulations.services.capacity_plans import capacity_plan_submit, plan_runs
+
+QUARTER_COLUMNS = ("quarter", "start_day", "end_day", "gpu_hours_demanded", "gpu_hours_delivered", "capex_usd",
+                   "opex_usd", "tco_usd", "usd_per_delivered_gpu_hour")
+
+
+class CapacityPlanSerializer(serializers.ModelSerializer):
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    document = serializers.JSONField(help_text="The plan document (docs/fleet-model.md).")
+
+    class Meta:
+        model = CapacityPlan
+        fields = ("id", "team", "name", "description", "document", "created_at", "updated_at")
+        read_only_fields = ("created_at", "updated_at")
+
+
+class CapacityPlanRunSerializer(serializers.Serializer):
+    params = serializers.JSONField(required=False, help_text="replications (1-200), seed, search (bool)")
+    force = serializers.BooleanField(required=False, default=False)
+
+    def validate_params(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        return value
+
+
+class CapacityPlanViewSet(ServiceModelViewSet):
+    """Capacity plans: a fleet over time against a demand plan; ``run`` simulates it on the workers."""
+
+    queryset = CapacityPlan.objects.select_related("team").order_by("name", "id")
+    serializer_class = CapacityPlanSerializer
+    filterset_fields = ("name",)
+    search_fields = ("name", "description")
+    ordering_fields = ("name", "created_at", "updated_at")
+    parser_classes = (JSONParser,)
+    action_capabilities = {"run": Capability.PLAN, "runs": Capability.READ, "quarters": Capability.EXPORT}
+
+    def do_create(self, *, team: Any, data: dict[str, Any]) -> CapacityPlan:
+        return plan_services.capacity_plan_create(team=team, user=self.request.user, **data)
+
+    def do_update(self, *, instance: CapacityPlan, data: dict[str, Any]) -> CapacityPlan:
+        return plan_services.capacity_plan_update(plan=instance, user=self.request.user, **data)
+
+    def do_delete(self, *, instance: CapacityPlan) -> None:
+        plan_services.capacity_plan_delete(plan=instance, user=self.request.user)
+
+    @extend_schema(request=CapacityPlanRunSerializer, responses={202: SimulationRunSerializer,
+                                                                  200: SimulationRunSerializer})
+    @action(detail=True, methods=["post"])
+    def run(self, request: Request, pk: Any = None) -> Response:
+        plan = self.get_object()
+        ser = CapacityPlanRunSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        run = capacity_plan_submit(plan=plan, user=request.user, params=ser.validated_data.get("params"),
+                                   force=ser.validated_data["force"])
+        reused = bool(getattr(run, "reused", False))
+        body = {**SimulationRunSerializer(run, context={"request": request}).data, "reused": reused}
+        code = status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED
+        return Response(body, status=code, headers={"Location": body["url"]})
+
+    @extend_schema(responses={200: SimulationRunSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def runs(self, request: Request, pk: Any = None) -> Response:
+        runs = plan_runs(self.get_object())[:100]
+        return Response(SimulationRunSerializer(runs, many=True, context={"request": request}).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("fmt", str, enum=list(reports.EXPORT_FORMATS), description="csv, xlsx or json"),
+                    OpenApiParameter("run", int, description="a run of this plan (default: the latest succeeded)")],
+        responses={200: OpenApiResponse(description="the quarterly table (file)")},
+    )
+    @action(detail=True, methods=["get"])
+    def quarters(self, request: Request, pk: Any = None) -> HttpResponse:
+        plan = self.get_object()
+        runs = plan_runs(plan).filter(status=RunStatus.SUCCEEDED)
+        raw = request.query_params.get("run")
+        if raw is not None:
+            if not raw.isdigit() or len(raw) > 18:
+                raise ValidationError({"run": ["must be the id of a run of this plan"]})
+            runs = runs.filter(pk=int(raw))
+        run = runs.first()
+        if run is None or not isinstance(run.result, dict):
+            raise NotFound("no succeeded run of this plan" + (" with that id" if raw is not None else ""))
+        fmt = (request.query_params.get("fmt") or "csv").lower()
+        if fmt not in reports.EXPORT_FORMATS:
+            raise ValidationError({"fmt": [f"must be one of {', '.join(reports.EXPORT_FORMATS)}"]})
+        rows = (run.result.get("first") or {}).get("quarters") or []
+        frame = pd.DataFrame([{c: r.get(c) for c in QUARTER_COLUMNS} for r in rows], columns=list(QUARTER_COLUMNS))
+        meta = {"plan": plan.name, "run": run.pk, "seed": (run.result.get("first") or {}).get("seed"),
+                "engine_version": run.engine_version, "input_hash": run.input_hash}
+        body = reports.frame_bytes(frame, fmt=fmt, sheet="Quarters", meta=meta)
+        response = HttpResponse(body, content_type=reports.CONTENT_TYPES[fmt])
+        response["Content-Disposition"] = f'attachment; filename="capacity-plan-{plan.pk}-run-{run.pk}-quarters.{fmt}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
