@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -27,6 +28,12 @@ class RateLimitedLoginView(auth_views.LoginView):
 
     template_name = "registration/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Where the demo login comes from; its password only on a development server (DEBUG)."""
+        context = super().get_context_data(**kwargs)
+        context["demo_password"] = settings.FP_DEMO_PASSWORD if settings.DEBUG else ""
+        return context
 
     def _key(self) -> str:
         return f"fp:login-fail:{_client_ip(self.request)}"

@@ -49,9 +49,12 @@ def main() -> int:
                 code = proc.returncode or 1
                 stopping = True
         time.sleep(0.5)
+    # SIGTERM to each main process only: celery's warm shutdown then stops its own pool children. Signalling
+    # the whole process group would kill the children first and the worker would log
+    # "ERROR ... exited with signal 15 (SIGTERM)" on every normal stop.
     for proc in running.values():
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)
     for proc in running.values():
         try:
             proc.wait(timeout=15)

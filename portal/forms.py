@@ -124,7 +124,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed",
                                       widget=forms.RadioSelect)
     fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband", widget=forms.RadioSelect)
-    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="rail-optimized")
+    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")  # the engine's default
     oversubscription = forms.FloatField(min_value=1.0, initial=1.0, label="Oversubscription (down:up)",
                                         help_text="1.0 = non-blocking")
     pod_gpus = forms.IntegerField(
@@ -135,7 +135,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     # cost assumptions (passed through to the TCO model as the scenario's "costs")
     usd_per_kwh = forms.FloatField(min_value=0, initial=0.08, label="Electricity ($/kWh)")
     pue = forms.FloatField(min_value=1.0, initial=1.3, label="PUE")
-    depreciation_years = forms.FloatField(min_value=0.1, initial=4, label="Depreciation (years)")
+    depreciation_years = forms.FloatField(min_value=0.1, initial=5, label="Depreciation (years)")
     avg_utilization = forms.FloatField(min_value=0.01, max_value=1.0, initial=0.8, label="Average utilization",
                                        help_text="Share of the year the cluster is busy (0–1)")
 
@@ -199,6 +199,11 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         if not self.is_bound and "layers" not in self.initial:
             for key, value in preset_form_fields(DEFAULT_PRESET).items():
                 self.initial.setdefault(key, value)
+        if not self.is_bound:  # cost defaults are the catalog's facility figures (as the engine uses them)
+            facility = next((i.get("specs") or {} for i in items if i.get("kind") == "facility"), {})
+            for name in COST_FIELDS:
+                if isinstance(facility.get(name), int | float) and not isinstance(facility.get(name), bool):
+                    self.initial.setdefault(name, facility[name])
         fleet = self.selected_fleet()
         if fleet is not None:  # the fleet supplies the cluster: show its values, read-only
             cluster = self.fleet_clusters.get(str(fleet.pk), {})

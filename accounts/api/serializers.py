@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from accounts.models import ApiToken, Membership, Team, User
@@ -62,6 +64,21 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     team = serializers.SlugField(required=False, help_text="Team slug; defaults to your active team.")
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=730,
+                                               help_text="Expire after this many days (1-730).")
+    expires_at = serializers.DateTimeField(required=False, help_text="Expire at this time (ISO 8601).")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "expires_in_days" in attrs and "expires_at" in attrs:
+            raise serializers.ValidationError({"expires_in_days": ["give expires_in_days or expires_at, not both"]})
+        return attrs
+
+    def expiry(self) -> Any:
+        """The expiry the request asks for (None: the token does not expire)."""
+        data = self.validated_data
+        if data.get("expires_in_days"):
+            return timezone.now() + timedelta(days=int(data["expires_in_days"]))
+        return data.get("expires_at")
 
 
 class ApiTokenCreatedSerializer(ApiTokenSerializer):

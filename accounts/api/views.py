@@ -130,7 +130,8 @@ class ApiTokenViewSet(
                     {"errors": {"team": ["your role cannot hold API tokens in any team"]}, "status": 403},
                     status=403,
                 )
-        token, raw = services.token_issue(user=request.user, team=team, name=ser.validated_data["name"])
+        token, raw = services.token_issue(user=request.user, team=team, name=ser.validated_data["name"],
+                                          expires_at=ser.expiry())
         data = dict(ApiTokenSerializer(token).data)
         data["token"] = raw
         return Response(data, status=status.HTTP_201_CREATED)

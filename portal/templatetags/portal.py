@@ -32,13 +32,33 @@ def usd(value: Any) -> str:
         return f"${v / 1e6:,.2f}M"
     if a >= 1e4:
         return f"${v / 1e3:,.1f}k"
+    if a < 10 and not float(v).is_integer():
+        return f"${v:,.2f}" if a >= 0.01 else f"${v:,.4f}"
     return f"${v:,.0f}"
 
 
 @register.filter
 def usd_full(value: Any) -> str:
+    """Whole dollars, but never rounds a small price away ($0.08/kWh stays $0.08)."""
     v = _num(value)
-    return "—" if v is None else f"${v:,.0f}"
+    if v is None:
+        return "—"
+    if abs(v) < 100 and not float(v).is_integer():
+        return f"${v:,.2f}" if abs(v) >= 0.01 else f"${v:,.4f}"
+    return f"${v:,.0f}"
+
+
+@register.filter
+def qty(value: Any) -> str:
+    """A quantity: whole numbers as such (8, 1,024), fractions to three significant digits (0.32, 0.814)."""
+    v = _num(value)
+    if v is None:
+        return "—"
+    if float(v).is_integer():
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:,.1f}"
+    return f"{v:,.3g}"
 
 
 @register.filter
@@ -164,9 +184,24 @@ def fmt(value: Any, kind: str = "num") -> str:
         return seconds(v)
     if kind == "days":
         return days(v)
+    if kind == "usd_per_kwh":
+        return f"${v:,.3f}".rstrip("0").rstrip(".") + "/kWh" if v < 1 else f"${v:,.2f}/kWh"
+    if kind == "kw":
+        return f"{qty(v)} kW"
+    if kind == "gb":
+        return f"{qty(v)} GB"
+    if kind == "pt":
+        return f"{v * 100:.1f} pt"
     if abs(v) >= 100 or float(v).is_integer():
         return f"{v:,.0f}"
     return f"{v:,.3g}"
+
+
+@register.filter
+def delta_points(value: Any) -> str:
+    """An absolute change of a fraction, in percentage points (0.018 -> +1.8 pt)."""
+    v = _num(value)
+    return "—" if v is None else f"{v * 100:+.1f} pt"
 
 
 @register.filter

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from planning.models import Scenario
-from portal import charts
+from portal import charts, panels
 from simulations.models import ReEvaluation
 
 logger = logging.getLogger(__name__)
@@ -26,5 +26,6 @@ def reevaluations(request: HttpRequest) -> HttpResponse:
     )
     for r in rows:
         r.change_rows = charts.reevaluation_changes(r.changes)
+        r.new_fit = panels.fit_problem(r.new_run) if r.new_run is not None else None
     watched = Scenario.objects.for_request(request).filter(watched=True).count()
     return render(request, "portal/reevaluations.html", {"rows": rows, "watched_count": watched})

@@ -122,6 +122,12 @@
     updatePod();
   }
 
+  // <input data-select-on-focus> (a one-time token secret): focusing selects it for copying.
+  document.addEventListener("focusin", function (ev) {
+    var el = ev.target;
+    if (el && el.matches && el.matches("[data-select-on-focus]")) el.select();
+  });
+
   onReady(setupBuilder);
   onReady(setupCluster);
 })();

@@ -121,7 +121,11 @@
   window.fpDrawCharts = draw;
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", function () { draw(); });
   else draw();
-  document.addEventListener("htmx:afterSettle", function (ev) { draw(ev.target); });
+  // After an htmx swap (a finished run's results arriving), draw what came in; an outerHTML swap leaves
+  // the event's target detached, so fall back to the whole document.
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    draw(ev.target && ev.target.isConnected ? ev.target : document);
+  });
   // Charts re-flow for paper: resize before printing, restore after.
   window.addEventListener("beforeprint", function () { Object.values(window.fpCharts).forEach(function (c) { c.resize(); }); });
   window.addEventListener("afterprint", function () { Object.values(window.fpCharts).forEach(function (c) { c.resize(); }); });
