@@ -1,4 +1,4 @@
-"""Seed a demo team (idempotent): user 'demo' (admin of "Demo"), fleets, workloads and scenarios."""
+"""Seed a demo team (idempotent): user 'demo' (admin of "Demo"), fleets, workloads, scenarios and a capacity plan."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.db import transaction
 from accounts.models import Membership, Team, User
 from accounts.roles import Role
 from planning import services
-from planning.models import Fleet, Scenario, Workload
+from planning.models import CapacityPlan, Fleet, Scenario, Workload
+from planning.services.capacity_plans import capacity_plan_create
+from simulations.engine.fleet.examples import demo_plan
 
 MODELS: dict[str, dict[str, Any]] = {
     "Llama-3-70B": {"name": "Llama-3-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
@@ -69,6 +71,11 @@ class Command(BaseCommand):
                 if not Scenario.objects.filter(team=team, name=name).exists():
                     services.scenario_create(team=team, user=user, name=name, workload=workloads[workload_name],
                                              fleet=fleets[fleet_name], watched=watched)
+            plan = demo_plan()
+            if not CapacityPlan.objects.filter(team=team, name=plan["name"]).exists():
+                # a shortfall in the second half and a B300 purchase that fixes it (docs/fleet-model.md)
+                capacity_plan_create(team=team, user=user, name=plan["name"], description=plan["description"],
+                                     document=plan)
         self.stdout.write(self.style.SUCCESS(
             f"Demo ready. Log in as 'demo' with password '{settings.FP_DEMO_PASSWORD}' (admin of team Demo)."
         ))
