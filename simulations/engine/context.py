@@ -207,7 +207,8 @@ def profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     """Framework profile fields per layout (``auto``: Megatron-Core with TP or PP, else FSDP; frameworks.py)."""
     fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
               "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
-              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers"}
+              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers",
+              "pp_overlap": "pp_overlap"}
     fixed = profile(ctx.framework)
     if fixed is not None:
         return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}

@@ -368,6 +368,11 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     on_nic_cp = cl.on_nic(placements["cp"])
     on_nic_ep = cl.on_nic(placements.get("ep") or cl.place(net, ep, tp))
     zeros = np.zeros_like(tp)
+    # interleaved schedules overlap their send/recv with the other chunks' compute (Megatron-LM
+    # --overlap-p2p-communication, on by default with virtual stages); one transfer per micro-batch stays
+    pp_hideable = np.where((prof["pp_overlap"] > 0.5) & (vpp > 1), t_pp_mb, 0.0)
+    pp_floor = pp_hideable / np.maximum(2.0 * vpp, 1.0)
+    on_nic_pp = (tp * cp * dp >= net.domain).astype(np.float64)
     t_bwd_c = stage_share * ctx.layers * (t_layer_bwd + t_layer_rc)
     z2_floor = np.where(prof["grad_overlap"] > 0.5, bucket, 1.0) * z2_mb  # last bucket, or all without overlap
     z3_floor = np.where(zero >= 3, z3_layer / np.maximum(prof["z3_prefetch"], 1.0), 0.0)  # first layer's gather
@@ -380,10 +385,12 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
             "z2": (z2_mb, np.maximum(z2_mb - np.where(prof["grad_overlap"] > 0.5, t_bwd_c, 0.0), z2_floor), on_nic_dp,
                    z2_floor),
             "z3": (z3_mb, np.maximum(0.0, z3_mb - t_compute_mb) + z3_floor, on_nic_dp, z3_floor),
+            "pp": (pp_hideable, np.maximum(pp_hideable - t_compute_mb, pp_floor), on_nic_pp, pp_floor),
         },
     )
     t_cp_mb = tl["cp"]
     t_ep_mb = tl["ep"]
+    t_pp_mb = t_pp_mb - pp_hideable + tl["pp"]
     dp_mb_exposed = tl["z2"] + tl["z3"]
 
     # ---- optimizer (memory bound), sharded by ZeRO >= 1
