@@ -16,15 +16,15 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers, status
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.permissions import TeamScopedViewSetMixin
 from accounts.scoping import require_capability
 from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
-from planner.api.viewsets import ServiceModelViewSet
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.api.serializers import TeamSlugMixin
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet
@@ -66,14 +66,14 @@ class CalibrationUploadSerializer(TeamSlugMixin, serializers.ModelSerializer):
         return {k: v for k, v in p.items() if k != "per_gpu"}
 
 
-class CalibrationUploadViewSet(ServiceModelViewSet):
+class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                               mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Calibration files of a fleet (nccl-tests output, step logs, GPU telemetry)."""
 
     queryset = CalibrationUpload.objects.select_related("team", "fleet").order_by("-created_at", "-id")
     serializer_class = CalibrationUploadSerializer
     filterset_fields = ("fleet", "kind")
     ordering_fields = ("created_at", "kind")
-    http_method_names = ["get", "post", "delete", "head", "options"]
     parser_classes = (MultiPartParser, FormParser, JSONParser)
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -101,7 +101,7 @@ class CalibrationUploadViewSet(ServiceModelViewSet):
         )
         return Response(self.get_serializer(upload).data, status=status.HTTP_201_CREATED)
 
-    def do_delete(self, *, instance: CalibrationUpload) -> None:
+    def perform_destroy(self, instance: CalibrationUpload) -> None:
         services.calibration_upload_delete(upload=instance, user=self.request.user)
 
 
@@ -129,7 +129,8 @@ class CalibrationProfileDetailSerializer(CalibrationProfileSerializer):
         fields: tuple[str, ...] = (*CalibrationProfileSerializer.Meta.fields, "profile")
 
 
-class CalibrationProfileViewSet(ServiceModelViewSet):
+class CalibrationProfileViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                                viewsets.GenericViewSet):
     """A fleet's calibration profiles; POST fits the next version. Versions are immutable."""
 
     queryset = CalibrationProfile.objects.select_related("team", "fleet", "created_by").prefetch_related(
@@ -137,7 +138,6 @@ class CalibrationProfileViewSet(ServiceModelViewSet):
     serializer_class = CalibrationProfileSerializer
     filterset_fields = ("fleet",)
     ordering_fields = ("created_at", "version")
-    http_method_names = ["get", "post", "head", "options"]
     parser_classes = (JSONParser,)
 
     def get_serializer_class(self) -> type[serializers.Serializer]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import copy
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ROLES = ("viewer", "planner", "finance", "admin")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "calibration"
 
 # A small, valid engine document (GPT-1.7B on 32 A100s; Narayanan et al., SC21, Table 1).
 MODEL = {
@@ -45,6 +47,8 @@ class TeamWorld:
     report: Any
     reevaluation: Any
     objects: dict[str, Any] = field(default_factory=dict)  # model label -> one instance of this team
+    calibration_file: Any = None  # a calibration file of ``fleet`` (issue #16)
+    calibration_profile: Any = None  # and the profile fitted from it
 
 
 @dataclass
@@ -115,11 +119,20 @@ def seed_team(slug: str, *, roles: tuple[str, ...] = ROLES, execute: bool = True
     report.runs.set([run, run2])
     reeval = ReEvaluation.objects.create(team=team, scenario=scenario, previous_run=run, new_run=run2,
                                          idempotency_key=f"seed:{slug}:{uuid.uuid4().hex}", summary="seeded")
+    # calibration of the fleet (after the runs, so they keep their uncalibrated documents): one nccl-tests
+    # file of the SYNTHETIC demo data and the profile fitted from it
+    from planning.services import calibration as calibration_services
+
+    nccl_text = (EXAMPLES / "a100_all_reduce_32ranks.txt").read_text(encoding="utf-8")
+    cal_file = calibration_services.calibration_upload_create(fleet=fleet, user=actor, kind="nccl-tests",
+                                                              content=nccl_text, filename="a100_all_reduce_32ranks.txt")
+    cal_profile = calibration_services.calibration_fit(fleet=fleet, user=actor, name=f"{slug} calibration")
     world = TeamWorld(team=team, users=users, catalog=catalog, fleet=fleet, workload=workload, scenario=scenario,
-                      run=run, sweep=sweep, report=report, reevaluation=reeval)
+                      run=run, sweep=sweep, report=report, reevaluation=reeval, calibration_file=cal_file,
+                      calibration_profile=cal_profile)
     version = catalog.latest_version()
     item = version.items.order_by("pk").first() if version else None
-    for obj in (catalog, version, item, fleet, workload, scenario, run, sweep, report, reeval):
+    for obj in (catalog, version, item, fleet, workload, scenario, run, sweep, report, reeval, cal_file, cal_profile):
         if obj is not None:
             world.objects[obj._meta.label] = obj
     return world

@@ -77,6 +77,11 @@ POLICY.update({
     ("sweeps", "list"): "read", ("sweeps", "retrieve"): "read", ("sweeps", "create"): "plan",
     ("sweeps", "cancel"): "plan",
     ("reports", "compare"): "read", ("reports", "table"): "read", ("reports", "export"): "export",
+    # calibration (issue #16): files and profiles belong to the fleet's team; profiles are immutable
+    ("calibration-files", "list"): "read", ("calibration-files", "retrieve"): "read",
+    ("calibration-files", "create"): "plan", ("calibration-files", "destroy"): "plan",
+    ("calibration-profiles", "list"): "read", ("calibration-profiles", "retrieve"): "read",
+    ("calibration-profiles", "create"): "plan",
 })
 
 # resource -> the seeded home-team object a detail route addresses
@@ -84,6 +89,7 @@ RESOURCE_OBJECT = {
     "catalogs": "catalog", "catalog-versions": "catalog_version", "catalog-items": "catalog_item",
     "fleets": "fleet", "workloads": "workload", "scenarios": "scenario", "runs": "run", "sweeps": "sweep",
     "reports": "report", "reevaluations": "reevaluation", "teams": "team", "tokens": "token", "changes": "change",
+    "calibration-files": "calibration_file", "calibration-profiles": "calibration_profile",
 }
 
 
@@ -159,6 +165,7 @@ def home_objects(world: World) -> dict[str, Any]:
         "report": h.report, "reevaluation": h.reevaluation, "team": h.team,
         "token": ApiToken.objects.filter(user=h.users["admin"], name="admin-token").first(),
         "change": ObjectChange.objects.filter(team=h.team).order_by("pk").first(),
+        "calibration_file": h.calibration_file, "calibration_profile": h.calibration_profile,
     }
 
 
@@ -195,6 +202,10 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
             body = {"name": "m-fork"}
         elif key == ("catalogs", "create"):
             body = {"name": "m-catalog"}
+        elif key == ("calibration-files", "create"):
+            body = {"fleet": h.fleet.pk, "kind": "nccl-tests", "content": h.calibration_file.content}
+        elif key == ("calibration-profiles", "create"):
+            body = {"fleet": h.fleet.pk, "name": "matrix fit"}
         elif key in CSV_BODIES:
             body = {"__csv__": CSV_BODIES[key]}
     return url, body
