@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal import views
+from portal.views import capacity
 from portal.views import fabric as fabric_views
 
 urlpatterns = [
@@ -29,4 +30,7 @@ urlpatterns = [
     path("reevaluations/", views.reevaluations, name="reevaluations"),
     path("fabric/", fabric_views.fabric, name="fabric"),
     path("fabric/runs/<int:pk>/", fabric_views.fabric_run, name="fabric-run"),
+    path("capacity/", capacity.capacity_plans, name="capacity-plans"),
+    path("capacity/<int:pk>/run/", capacity.capacity_plan_run, name="capacity-plan-run"),
+    path("capacity/runs/<int:pk>/", capacity.capacity_run, name="capacity-run"),
 ]

@@ -1,0 +1,86 @@
+"""Capacity plans in the portal (issue #14): the team's plans, a run button, and the results page — a stacked
+utilization-over-time chart per cluster with the P10–P90 band, the first shortfall day, the deadline table and
+the purchase recommendation with its alternatives. Plans are created over the API or seeded (`make run`);
+submission goes through the run service (same claims, progress, cancel, idempotency as every run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.roles import Capability
+from core.errors import ValidationError
+from planning.models import CapacityPlan
+from portal.views.common import _can, _error_dict, _require, _runs_for
+from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
+from simulations.services.capacity_plans import capacity_plan_submit, plan_runs
+
+SERIES = (("productive", "Productive", 2), ("failed", "Lost to failures and repair", 3), ("idle", "Idle", 6))
+
+
+@login_required
+@require_GET
+def capacity_plans(request: HttpRequest) -> HttpResponse:
+    plans = list(CapacityPlan.objects.for_request(request).select_related("team").order_by("name", "pk"))
+    rows = [{"plan": p, "latest": plan_runs(p).first(), "can_plan": _can(request, p.team_id, Capability.PLAN),
+             "clusters": len(p.document.get("clusters") or []), "jobs": len(p.document.get("jobs") or []),
+             "candidates": len(p.document.get("candidates") or [])} for p in plans]
+    return render(request, "portal/capacity_plans.html", {"rows": rows, "section": "capacity"})
+
+
+@login_required
+@require_POST
+def capacity_plan_run(request: HttpRequest, pk: int) -> HttpResponse:
+    plan = get_object_or_404(CapacityPlan.objects.for_request(request), pk=pk)
+    _require(request, plan.team_id, Capability.PLAN)
+    params: dict[str, Any] = {}
+    raw = str(request.POST.get("replications", "")).strip()
+    if raw:
+        params["replications"] = int(raw) if raw.isdigit() and len(raw) < 6 else raw
+    try:
+        run = capacity_plan_submit(plan=plan, user=request.user, params=params)
+    except ValidationError as exc:
+        for path, msgs in _error_dict(exc).items():
+            messages.error(request, f"{path}: {' '.join(map(str, msgs))}")
+        return HttpResponseRedirect(reverse("capacity-plans"))
+    if getattr(run, "reused", False):
+        messages.info(request, f"Nothing changed since run #{run.pk}; its stored result is shown.")
+    return HttpResponseRedirect(reverse("capacity-run", args=[run.pk]))
+
+
+def utilization_charts(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One stacked chart per cluster: productive / lost / idle GPUs per day (P50 over replications), and the
+    P10 and P90 of allocated GPUs as dashed lines (the band)."""
+    tl = (result.get("summary") or {}).get("timeline") or {}
+    charts = []
+    for i, (name, series) in enumerate(tl.items()):
+        days = len(series["allocated"]["p50"])
+        datasets = [{"label": label, "data": series[key]["p50"], "type": "line", "fill": True, "stack": "gpus",
+                     "color_index": color, "hidden_point": True} for key, label, color in SERIES]
+        for band, dash in (("p10", "Allocated P10"), ("p90", "Allocated P90")):
+            datasets.append({"label": dash, "data": series["allocated"][band], "type": "line", "stack": band,
+                             "dashed": True, "hidden_point": True, "color_index": 0})
+        charts.append({"id": f"chart-util-{i}", "title": f"{name}: GPUs per day", "type": "line", "stacked": True,
+                       "labels": list(range(days)), "datasets": datasets, "format": "int", "x_title": "day",
+                       "y_title": "GPUs"})
+    return charts
+
+
+@login_required
+@require_GET
+def capacity_run(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(_runs_for(request).filter(kind=RunKind.FLEET), pk=pk)
+    ctx: dict[str, Any] = {"run": run, "section": "capacity", "active": run.status in ACTIVE_STATUSES,
+                           "can_plan": _can(request, run.team_id, Capability.PLAN),
+                           "plan": (run.input_snapshot or {}).get("capacity_plan") or {}}
+    if run.status == RunStatus.SUCCEEDED and isinstance(run.result, dict):
+        res = run.result
+        ctx.update(summary=res.get("summary") or {}, first=res.get("first") or {}, purchase=res.get("purchase"),
+                   charts=utilization_charts(res), info=res.get("plan") or {})
+    return render(request, "portal/capacity_run.html", ctx)
