@@ -268,6 +268,10 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
     gpus = _int(d, "gpus", path)
     specs = item.get("specs") or {}
     gpn = _int(d, "gpus_per_node", path, default=int(specs.get("default_gpus_per_node", 8)))
+    sizes = [int(n) for n in specs.get("node_sizes") or ()]
+    if sizes and gpn not in sizes:
+        raise ScenarioError("cluster.gpus_per_node", f"{gpu} comes in {' or '.join(map(str, sizes))}-GPU NVLink "
+                                                     f"domains (rack-scale system), got {gpn}")
     if gpus % gpn and gpus > gpn:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
     nics = _int(d, "nics_per_node", path, default=gpn)

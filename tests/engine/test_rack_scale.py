@@ -146,3 +146,12 @@ def test_default_server_follows_gpus_per_node() -> None:
     assert default_server_key("GB200", 72) == "GB200-NVL72"
     assert default_server_key("B300", 8) == "HGX-B300"
     assert default_server_key("B300", 72) is None
+
+
+def test_rack_scale_gpus_come_only_in_racks() -> None:
+    doc = gb300_dense()
+    doc["cluster"]["gpus_per_node"] = 8
+    for fn in (predict, tco, validate_scenario):
+        with pytest.raises(ScenarioError) as info:
+            fn(copy.deepcopy(doc))
+        assert info.value.field == "cluster.gpus_per_node" and "72-GPU NVLink domains" in str(info.value)
