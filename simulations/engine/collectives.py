@@ -112,7 +112,8 @@ def place(net: Net, n: Arr, stride: Arr) -> Placement:
     nodes = n / k
     span_nodes = np.maximum(nodes, n * stride / net.domain)  # job nodes the group is spread over
     dens = nodes / span_nodes  # share of spanned nodes that hold a member
-    f_leaf = _cross_frac(net.leaf_nodes * dens, nodes)
+    # a 1-tier fabric is one switch per rail/plane: nothing leaves it
+    f_leaf = _cross_frac(net.leaf_nodes * dens, nodes) if net.tiers >= 2 else np.zeros_like(nodes)
     f_pod = np.where(net.tiers >= 3, _cross_frac(net.pod_nodes * dens, nodes), 0.0)
     flows = CHANNELS_PER_NIC
     s_leaf = np.where(f_leaf > 0, crossing_share(net.routing, net.fabric, f_leaf * net.oversub_leaf, flows, net.qps),
