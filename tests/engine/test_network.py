@@ -206,3 +206,13 @@ def test_sharp_halves_inter_node_all_reduce_traffic() -> None:
     assert 0.45 < t_sharp / t_plain < 0.75  # each byte crosses the NIC once each way, not 2(n-1)/n
     # all-gather and reduce-scatter have nothing to reduce in the switch
     assert cl.collective(sharp, "ag", big, 1024 * one, one)[0] == cl.collective(plain, "ag", big, 1024 * one, one)[0]
+
+
+def test_in_network_reduction_speeds_up_data_parallel_all_reduce_end_to_end() -> None:
+    doc = dp_heavy(nic_gbps=100)
+    doc["training"]["zero"] = 0  # plain all-reduce of gradients
+    plain = predict(doc)
+    doc["cluster"]["in_network_reduction"] = True
+    sharp = predict(doc)
+    assert sharp.breakdown_s["dp_comm_exposed"] < 0.6 * plain.breakdown_s["dp_comm_exposed"]
+    assert sharp.step_time_s < plain.step_time_s
