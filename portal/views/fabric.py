@@ -53,7 +53,7 @@ class FabricStudyForm(forms.Form):
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].queryset = Scenario.objects.for_request(request, Capability.PLAN).order_by("name")
+        self.fields["scenario"].queryset = Scenario.objects.for_request(request).order_by("name")
 
     def params(self) -> dict[str, Any]:
         d = self.cleaned_data
@@ -82,9 +82,12 @@ def fabric(request: HttpRequest) -> HttpResponse:
                            initial={"scenario": request.GET.get("scenario")} if request.GET.get("scenario", "").isdigit() else None)
     status = 200
     if request.method == "POST":
+        raw = str(request.POST.get("scenario", ""))
+        if raw.isdigit():  # a scenario of another team is not found; one the role may not plan on is refused
+            scenario = get_object_or_404(Scenario.objects.for_request(request), pk=int(raw))
+            _require(request, scenario.team_id, Capability.PLAN)
         if form.is_valid():
             scenario = form.cleaned_data["scenario"]
-            _require(request, scenario.team_id, Capability.PLAN)
             try:
                 run = sim_services.run_submit(scenario=scenario, user=request.user, kind=RunKind.FABRIC,
                                               params=form.params())

@@ -68,12 +68,10 @@ def test_other_teams_and_viewers(client: Any, make_user: Any, team: Any, other_t
     assert client.get(reverse("fabric-run", args=[run.pk])).status_code == 404
     html = client.get(reverse("fabric")).content.decode()
     assert scenario.name not in html  # not offered, not listed
-    r = client.post(reverse("fabric"), {"scenario": scenario.pk, "traffic": "ring-allreduce", "routing": "compare",
-                                        "placement": "packed", "seeds": 1})
-    assert r.status_code == 400  # not a choice for this user
+    body = {"scenario": scenario.pk, "traffic": "ring-allreduce", "routing": "compare", "placement": "packed",
+            "seeds": 1}
+    assert client.post(reverse("fabric"), body).status_code == 404  # another team's scenario is not found
     viewer = make_user("viewer", team=team)
     client.force_login(viewer)
     assert client.get(reverse("fabric-run", args=[run.pk])).status_code == 200  # may read
-    r = client.post(reverse("fabric"), {"scenario": scenario.pk, "traffic": "ring-allreduce", "routing": "compare",
-                                        "placement": "packed", "seeds": 1})
-    assert r.status_code == 400  # may not plan: the scenario is not offered
+    assert client.post(reverse("fabric"), body).status_code == 403  # may not plan

@@ -54,7 +54,7 @@ ROLE_CAPS: dict[str, frozenset[str]] = {
     "finance": frozenset({"read", "export", "token"}),
     "admin": frozenset({"read", "plan", "export", "token", "catalog", "manage"}),
 }
-READ, PLAN, EXPORT, CATALOG = "read", "plan", "export", "catalog"
+READ, PLAN, EXPORT, CATALOG, TOKEN = "read", "plan", "export", "catalog", "token"
 AUTH = "authenticated"  # any signed-in user
 PUBLIC = "public"  # no sign-in needed
 
@@ -66,6 +66,7 @@ FORK = "fork"  # reads a home-team object (non-members 404) and creates from it 
 SIGNIN = "signin"  # the sign-in page: anonymous users get the form, signed-in users are sent on
 SIGNOUT = "signout"  # sign-out: everyone ends at the sign-in page
 SWITCH = "switch"  # choose the active team: only a team the user is a member of
+OWN = "own"  # the signed-in user's own object (an API token of the home admin): its owner only, anyone else 404
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ POLICY: dict[str, dict[str, list[Rule]]] = {
     "fleets": {"GET": [R(READ, LIST)]},
     "fleet-new": {"GET": [R(PLAN, CREATE)], "POST": [R(PLAN, CREATE, writes=True)]},
     "fleet-edit": {"GET": [R(PLAN, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
+    # calibration page (issue #16): anyone in the team reads it; uploading / fitting needs plan
+    "fleet-calibration": {"GET": [R(READ, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
     "scenarios": {"GET": [R(READ, LIST)]},
     "scenario-new": {"GET": [R(PLAN, CREATE)], "POST": [R(PLAN, CREATE, writes=True)]},
     # The builder's live estimate of the posted input: saves nothing; names a home scenario and fleet.
@@ -109,15 +112,32 @@ POLICY: dict[str, dict[str, list[Rule]]] = {
     "report-new": {"POST": [R(PLAN, OBJECT, writes=True)]},
     "report-detail": {"GET": [R(READ, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
     "reevaluations": {"GET": [R(READ, LIST)]},
+    # issue #15: one run's figures + line items; the API token page (a user's own tokens; creating one acts in
+    # the active team, or a team picked in the form, and needs the token capability there); revoking your own
+    "run-export": {"GET": [R(EXPORT, OBJECT, "?format=csv")]},
+    "tokens": {"GET": [R(AUTH, LIST)], "POST": [R(TOKEN, CREATE, writes=True)]},
+    "token-revoke": {"POST": [R(AUTH, OWN, writes=True)]},
+    # fabric studies: the form + the team's studies; POST names a home scenario in the body and queues a run
+    "fabric": {"GET": [R(READ, LIST)], "POST": [R(PLAN, OBJECT, writes=True)]},
+    "fabric-run": {"GET": [R(READ, OBJECT)]},
     "login": {"GET": [R(PUBLIC, SIGNIN)], "POST": [R(PUBLIC, SIGNIN)]},  # POST: a wrong password
     "logout": {"POST": [R(PUBLIC, SIGNOUT)]},
     "switch-team": {"POST": [R(AUTH, SWITCH)]},
 }
 
+# capacity plans (issue #14): the plans page lists the team's plans; running one needs plan; a run's page reads
+POLICY.update({
+    "capacity-plans": {"GET": [R(READ, LIST)]},
+    "capacity-plan-run": {"POST": [R(PLAN, OBJECT, writes=True)]},
+    "capacity-run": {"GET": [R(READ, OBJECT)]},
+})
+
 # first path segment -> the seeded home-team object a <pk> in that route addresses
 PATH_OBJECT = {"catalog": "catalog", "fleets": "fleet", "scenarios": "scenario", "runs": "run",
-               "sweeps": "sweep", "reports": "report"}
-PATH_OBJECT_BY_NAME = {"run-cancel": "queued_run", "scenario-sweep": "adhoc"}  # a cancellable run; a cluster scenario
+               "sweeps": "sweep", "reports": "report", "tokens": "token"}
+PATH_OBJECT_BY_NAME = {"run-cancel": "queued_run", "scenario-sweep": "adhoc", "fabric-run": "fabric_run"}  # a cancellable run; a cluster scenario
+
+PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
 FLEET_POST = {"name": "matrix fleet", "site": "IAD", "server_model": "HGX-H100", "server_count": 16,
               "gpus_per_node": 8, "nics_per_node": 8, "nic_gbps": 400, "fabric": "infiniband",
@@ -202,7 +222,12 @@ def extras(world: World) -> dict[str, Any]:
     queued = services.run_create(team=h.team, user=h.users["admin"], kind=RunKind.PREDICT, document=doc,
                                  version=version, values=values, scenario=adhoc)
     run2 = h.report.runs.exclude(pk=h.run.pk).order_by("pk").first()
-    return {"queued_run": queued, "adhoc": adhoc, "run2": run2}
+    from accounts.models import ApiToken
+
+    token, _raw = ApiToken.issue(user=h.users["admin"], team=h.team, name="matrix token")
+    fabric_run = services.run_create(team=h.team, user=h.users["admin"], kind=RunKind.FABRIC, document=doc,
+                                     version=version, values=values, scenario=adhoc, params={"seeds": 1})
+    return {"queued_run": queued, "adhoc": adhoc, "run2": run2, "fabric_run": fabric_run, "token": token}
 
 
 @pytest.fixture
@@ -230,6 +255,10 @@ def home_ids(world: World, extras: dict[str, Any]) -> dict[str, Any]:
     h = world.home
     objs = {"catalog": h.catalog, "fleet": h.fleet, "scenario": h.scenario, "run": h.run, "sweep": h.sweep,
             "report": h.report, **extras}
+    if h.capacity_plan is not None:  # issue #14: the seeded plan and its finished fleet run
+        from simulations.services.capacity_plans import plan_runs
+
+        objs.update(capacity_plan=h.capacity_plan, capacity_run=plan_runs(h.capacity_plan).first())
     return {k: v.pk for k, v in objs.items()}
 
 
@@ -238,12 +267,16 @@ def post_body(name: str, world: World, ids: dict[str, Any]) -> dict[str, Any]:
     bodies: dict[str, dict[str, Any]] = {
         "fleet-new": FLEET_POST,
         "fleet-edit": {**FLEET_POST, "name": "matrix fleet renamed", "server_count": 32},
+        "fleet-calibration": {"action": "fit", "name": "matrix fit"},  # refits from the seeded calibration file
         "scenario-new": BUILDER_POST,
         "scenario-edit": {**BUILDER_POST, "name": "matrix scenario renamed"},
         "scenario-preview": {**BUILDER_POST, "scenario_id": ids["scenario"], "fleet": ids["fleet"]},
         "scenario-run": {"kind": "predict", "force": "1"},
         "scenario-sweep": {"nic_gbps": ["200", "400"], "name": "matrix sweep"},
         "run-cancel": {"next": "/runs/"},
+        "tokens": {"name": "matrix token", "expires": "30"},
+        "fabric": {"scenario": ids["adhoc"], "traffic": "ring-allreduce", "routing": "compare",
+                   "placement": "packed", "seeds": 1},
         "report-new": {"runs": f"{ids['run']},{ids['run2']}", "baseline": ids["run"], "name": "matrix report"},
         "report-detail": {"name": "matrix report renamed"},
         "login": {"username": h.users["viewer"].username, "password": "not-the-password"},
@@ -275,6 +308,8 @@ def expected(rule: Rule | None, subject: Subject, caps: dict[str, frozenset[str]
         return "signout"
     if anonymous:
         return "login"
+    if rule.target == OWN:  # the seeded token belongs to the home admin
+        return "ok" if subject.home_role == "admin" and subject.active_is_home else "404"
     if rule.cap == AUTH:
         return "switch" if rule.target == SWITCH else "ok"
     home_caps = caps.get(subject.home_role or "", frozenset())
