@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 from pathlib import Path
@@ -287,3 +288,37 @@ def test_a_scenario_document_can_carry_its_profile() -> None:
         check_document_calibration({**section, "borrow": "yes"})
     with pytest.raises(ValueError, match=r"^calibration: must be an object"):
         check_document_calibration([1])
+
+
+def test_intra_node_all_reduce_on_a_gpu_without_nvls_is_a_ring() -> None:
+    """A100 has no NVLink SHARP: its all-reduce inside a node is a ring, so eta must move the ring efficiency."""
+    a100 = {"gpu": "A100-80GB", "gpus": 64, "gpus_per_node": 8, "nic_gbps": 200, "fabric": "infiniband"}
+    d = parse_nccl_tests(synth_nccl_tests(a100, "all_reduce", 8, eta=0.85, lam=1.3, noise=0.02, seed=11))
+    prof = fit_profile(a100, [d])
+    e = _entry(prof, "all_reduce", "intra")
+    assert 0 < e["eta_sigma"] < 0.03 and abs(e["eta"] - 0.85) <= 3 * e["eta_sigma"], e
+    tp8 = _doc(GPT_22B, 64, 128, 1, "bf16", 8, 1, fleet=a100)
+    base, cal = predict(tp8), predict_calibrated(tp8, prof)
+    assert cal.breakdown_s["tp_comm"] > base.breakdown_s["tp_comm"] * 1.1  # slower NVLink ring, slower TP
+
+
+def test_calibrate_command_fits_the_shipped_demo(tmp_path: Path) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out = io.StringIO()
+    root = Path(__file__).resolve().parents[2]
+    profile_file = tmp_path / "profile.json"
+    call_command("calibrate", str(root / "examples" / "calibration" / "manifest.json"), "--format", "table",
+                 "--out", str(profile_file), stdout=out)
+    text = out.getvalue()
+    assert "GEMM bf16: 0.6" in text and "residual factor: none needed" in text
+    assert Profile.from_dict(json.loads(profile_file.read_text())).gemm["bf16"]["eff"] == pytest.approx(0.60, abs=0.03)
+    bad = tmp_path / "manifest.json"
+    (tmp_path / "x.txt").write_text("# nccl\nnot a row\n")
+    bad.write_text(json.dumps({"fleet": FLEET, "nccl": [{"file": "x.txt"}]}))
+    with pytest.raises(CommandError, match=r"nccl\[0\] \(x.txt\): line 2"):
+        call_command("calibrate", str(bad))
+    bad.write_text(json.dumps({"fleet": FLEET, "nccl": [{"file": "../../etc/passwd"}]}))
+    with pytest.raises(CommandError, match="outside the manifest's folder"):
+        call_command("calibrate", str(bad))

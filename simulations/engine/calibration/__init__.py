@@ -26,6 +26,7 @@ from simulations.engine.calibration.apply import (
     search_calibrated,
 )
 from simulations.engine.calibration.fit import fit_profile
+from simulations.engine.calibration.manifest import fit_manifest, load_manifest
 from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
 from simulations.engine.calibration.profile import Profile, check_document_calibration, finite_json
 from simulations.engine.calibration.steplog import parse_step_log
@@ -38,8 +39,10 @@ __all__ = [
     "ProfileMismatch",
     "check_document_calibration",
     "finite_json",
+    "fit_manifest",
     "fit_profile",
     "fleet_differences",
+    "load_manifest",
     "overlay_for",
     "overlay_from_scenario",
     "parse_gpu_telemetry",

@@ -93,13 +93,22 @@ def with_inter(ctx: Context, kind: str, eta: float, alpha_s: float | None) -> Co
                                net_alpha_s=ctx.net_alpha_s if alpha_s is None else float(alpha_s))
 
 
+def has_nvls(ctx: Context) -> bool:
+    """The model reduces all-reduce in the NVSwitch (NVLS) when the GPU's all-reduce efficiency exceeds its ring's."""
+    return ctx.gpu.nvlink_ar_eff > ctx.gpu.nvlink_ring_eff
+
+
 def with_intra(ctx: Context, kind: str, eta: float) -> Context:
-    """``ctx`` with the NVLink efficiency ``kind`` uses x ``eta`` (all-reduce: NVLS/ring AR; others: ring)."""
+    """``ctx`` with the NVLink efficiency ``kind`` uses x ``eta``: all-reduce with NVLS its own efficiency;
+    every other case (and all-reduce on GPUs without NVLS, a ring) the ring efficiency, with the all-reduce
+    one kept equal so the model does not switch algorithm."""
     g = ctx.gpu
-    if kind == "ar":
+    if kind == "ar" and has_nvls(ctx):
         gpu = dataclasses.replace(g, nvlink_ar_eff=g.nvlink_ar_eff * eta)
-    else:
+    elif has_nvls(ctx):
         gpu = dataclasses.replace(g, nvlink_ring_eff=g.nvlink_ring_eff * eta)
+    else:
+        gpu = dataclasses.replace(g, nvlink_ring_eff=g.nvlink_ring_eff * eta, nvlink_ar_eff=g.nvlink_ar_eff * eta)
     return dataclasses.replace(ctx, gpu=gpu)
 
 

@@ -88,11 +88,15 @@ class Profile:
         mean = _wmean([(float(c["alpha_us"]), float(c["alpha_us_sigma"])) for c in inter], log=True)
         return None if mean is None else mean * 1e-6
 
-    def nvlink_scale(self) -> tuple[float, float]:
-        """(all-reduce, ring) multipliers on the NVLink efficiencies."""
+    def nvlink_scale(self, nvls: bool = True) -> tuple[float, float]:
+        """(all-reduce, ring) multipliers on the NVLink efficiencies. Without NVLS the all-reduce inside a
+        node is a ring too: every intra-node kind then informs one multiplier, applied to both."""
         intra = [c for c in self.collectives if c["scope"] == "intra"]
         ar = [(float(c["eta"]), float(c["eta_sigma"])) for c in intra if c["kind"] == "ar"]
         ring = [(float(c["eta"]), float(c["eta_sigma"])) for c in intra if c["kind"] != "ar"]
+        if not nvls:
+            both = _wmean(ar + ring) or 1.0
+            return both, both
         return _wmean(ar) or 1.0, _wmean(ring) or 1.0
 
     @property
@@ -112,7 +116,7 @@ class Profile:
             alpha = self.net_alpha_s()
             if alpha is not None:
                 changes["net_alpha_s"] = alpha
-            s_ar, s_ring = self.nvlink_scale()
+            s_ar, s_ring = self.nvlink_scale(nvls=g.nvlink_ar_eff > g.nvlink_ring_eff)
             gpu_changes["nvlink_ar_eff"] = g.nvlink_ar_eff * s_ar
             gpu_changes["nvlink_ring_eff"] = g.nvlink_ring_eff * s_ring
         if network and gemm and self.residual and "step_time_scale" in CONTEXT_FIELDS:
