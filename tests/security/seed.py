@@ -30,6 +30,14 @@ CLUSTER = {"gpu": "A100-80GB", "gpus": 32, "gpus_per_node": 8, "nics_per_node": 
            "fabric": "infiniband", "topology": "fat-tree", "oversubscription": 1.0, "tiers": 3}
 
 
+# A small capacity plan (issue #14): one 32-GPU cluster, a named job with a deadline, no pricing (fast).
+CAPACITY_PLAN = {
+    "horizon_days": 30, "failures": False, "costs": False, "replications": 1,
+    "clusters": [{"name": "pod", "gpu": "A100-80GB", "gpus": 32, "nic_gbps": 200}],
+    "jobs": [{"name": "run-1", "gpus": 16, "duration_days": 5, "submit_day": 0, "deadline_day": 10}],
+}
+
+
 def document() -> dict[str, Any]:
     return copy.deepcopy({"model": MODEL, "training": TRAINING, "parallelism": PARALLELISM, "cluster": CLUSTER})
 
@@ -49,6 +57,7 @@ class TeamWorld:
     objects: dict[str, Any] = field(default_factory=dict)  # model label -> one instance of this team
     calibration_file: Any = None  # a calibration file of ``fleet`` (issue #16)
     calibration_profile: Any = None  # and the profile fitted from it
+    capacity_plan: Any = None  # a capacity plan (issue #14) with one finished fleet run
 
 
 @dataclass
@@ -127,12 +136,21 @@ def seed_team(slug: str, *, roles: tuple[str, ...] = ROLES, execute: bool = True
     cal_file = calibration_services.calibration_upload_create(fleet=fleet, user=actor, kind="nccl-tests",
                                                               content=nccl_text, filename="a100_all_reduce_32ranks.txt")
     cal_profile = calibration_services.calibration_fit(fleet=fleet, user=actor, name=f"{slug} calibration")
+    from planning.services.capacity_plans import capacity_plan_create
+    from simulations.services.capacity_plans import capacity_plan_submit
+
+    plan = capacity_plan_create(team=team, user=actor, name=f"{slug} capacity plan",
+                                document=copy.deepcopy(CAPACITY_PLAN))
+    plan_run = capacity_plan_submit(plan=plan, user=actor, params={"replications": 1})
+    if execute:
+        finish_run(plan_run)
     world = TeamWorld(team=team, users=users, catalog=catalog, fleet=fleet, workload=workload, scenario=scenario,
                       run=run, sweep=sweep, report=report, reevaluation=reeval, calibration_file=cal_file,
-                      calibration_profile=cal_profile)
+                      calibration_profile=cal_profile, capacity_plan=plan)
     version = catalog.latest_version()
     item = version.items.order_by("pk").first() if version else None
-    for obj in (catalog, version, item, fleet, workload, scenario, run, sweep, report, reeval, cal_file, cal_profile):
+    for obj in (catalog, version, item, fleet, workload, scenario, run, sweep, report, reeval, cal_file, cal_profile,
+                plan):
         if obj is not None:
             world.objects[obj._meta.label] = obj
     return world

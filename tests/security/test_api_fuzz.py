@@ -66,6 +66,7 @@ def fuzz_world(db: Any, monkeypatch: pytest.MonkeyPatch) -> World:
         "/api/v1/tokens/": [sacrificial.pk],
         "/api/v1/calibration-files/": [h.calibration_file.pk],
         "/api/v1/calibration-profiles/": [h.calibration_profile.pk],
+        "/api/v1/capacity-plans/": [h.capacity_plan.pk],
         # other team's ids too: the answer must be a clean 404, never a 5xx or a leak
         "other": [world.other.scenario.pk, world.other.run.pk, world.other.fleet.pk],
     })

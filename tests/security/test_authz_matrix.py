@@ -21,6 +21,7 @@ Expected statuses
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from django.db import transaction
 from rest_framework.test import APIClient
 
 from tests.security.endpoints import Endpoint, api_endpoints
-from tests.security.seed import World, document, seed_world
+from tests.security.seed import CAPACITY_PLAN, World, document, seed_world
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +83,11 @@ POLICY.update({
     ("calibration-files", "create"): "plan", ("calibration-files", "destroy"): "plan",
     ("calibration-profiles", "list"): "read", ("calibration-profiles", "retrieve"): "read",
     ("calibration-profiles", "create"): "plan",
+    # capacity plans (issue #14): team-owned planning objects; runs go through the run machinery
+    ("capacity-plans", "list"): "read", ("capacity-plans", "retrieve"): "read", ("capacity-plans", "runs"): "read",
+    ("capacity-plans", "create"): "plan", ("capacity-plans", "update"): "plan",
+    ("capacity-plans", "partial_update"): "plan", ("capacity-plans", "destroy"): "plan",
+    ("capacity-plans", "run"): "plan", ("capacity-plans", "quarters"): "export",
 })
 
 # resource -> the seeded home-team object a detail route addresses
@@ -90,6 +96,7 @@ RESOURCE_OBJECT = {
     "fleets": "fleet", "workloads": "workload", "scenarios": "scenario", "runs": "run", "sweeps": "sweep",
     "reports": "report", "reevaluations": "reevaluation", "teams": "team", "tokens": "token", "changes": "change",
     "calibration-files": "calibration_file", "calibration-profiles": "calibration_profile",
+    "capacity-plans": "capacity_plan",
 }
 
 
@@ -166,6 +173,7 @@ def home_objects(world: World) -> dict[str, Any]:
         "token": ApiToken.objects.filter(user=h.users["admin"], name="admin-token").first(),
         "change": ObjectChange.objects.filter(team=h.team).order_by("pk").first(),
         "calibration_file": h.calibration_file, "calibration_profile": h.calibration_profile,
+        "capacity_plan": h.capacity_plan,
     }
 
 
@@ -206,6 +214,12 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
             body = {"fleet": h.fleet.pk, "kind": "nccl-tests", "content": h.calibration_file.content}
         elif key == ("calibration-profiles", "create"):
             body = {"fleet": h.fleet.pk, "name": "matrix fit"}
+        elif key == ("capacity-plans", "create"):
+            body = {"name": "m-plan", "document": copy.deepcopy(CAPACITY_PLAN)}
+        elif key in (("capacity-plans", "update"), ("capacity-plans", "partial_update")):
+            body = {"name": "m-plan", "description": "patched", "document": copy.deepcopy(CAPACITY_PLAN)}
+        elif key == ("capacity-plans", "run"):
+            body = {"params": {"replications": 1}, "force": True}
         elif key in CSV_BODIES:
             body = {"__csv__": CSV_BODIES[key]}
     return url, body

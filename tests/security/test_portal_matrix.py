@@ -132,10 +132,19 @@ POLICY.update({
     "capacity-run": {"GET": [R(READ, OBJECT)]},
 })
 
+# capacity plans (issue #14): the plans page lists the team's plans; running one needs plan; a run's page reads
+POLICY.update({
+    "capacity-plans": {"GET": [R(READ, LIST)]},
+    "capacity-plan-run": {"POST": [R(PLAN, OBJECT, writes=True)]},
+    "capacity-run": {"GET": [R(READ, OBJECT)]},
+})
+
 # first path segment -> the seeded home-team object a <pk> in that route addresses
 PATH_OBJECT = {"catalog": "catalog", "fleets": "fleet", "scenarios": "scenario", "runs": "run",
                "sweeps": "sweep", "reports": "report", "tokens": "token"}
 PATH_OBJECT_BY_NAME = {"run-cancel": "queued_run", "scenario-sweep": "adhoc", "fabric-run": "fabric_run"}  # a cancellable run; a cluster scenario
+
+PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
 PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
@@ -255,6 +264,10 @@ def home_ids(world: World, extras: dict[str, Any]) -> dict[str, Any]:
     h = world.home
     objs = {"catalog": h.catalog, "fleet": h.fleet, "scenario": h.scenario, "run": h.run, "sweep": h.sweep,
             "report": h.report, **extras}
+    if h.capacity_plan is not None:  # issue #14: the seeded plan and its finished fleet run
+        from simulations.services.capacity_plans import plan_runs
+
+        objs.update(capacity_plan=h.capacity_plan, capacity_run=plan_runs(h.capacity_plan).first())
     if h.capacity_plan is not None:  # issue #14: the seeded plan and its finished fleet run
         from simulations.services.capacity_plans import plan_runs
 
