@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.errors import ValidationError
-
 from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TRAFFIC, study
 from simulations.engine.spec import ROUTINGS
 
@@ -41,11 +40,17 @@ def _int(value: Any, field: str, lo: int, hi: int) -> int:
 
 
 def _fraction(value: Any, field: str, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise _err(field, "must be a number")
-    if not 0.0 <= float(value) <= hi:
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range (10**400)
+        number = math.inf
+    if not math.isfinite(number):
+        raise _err(field, "must be a finite number")
+    if not 0.0 <= number <= hi:
         raise _err(field, f"must be between 0 and {hi:g}")
-    return float(value)
+    return number
 
 
 def _traffic(value: Any) -> str | list[str]:
