@@ -35,8 +35,11 @@ def result_fits(result: Mapping[str, Any] | None) -> bool | None:
     return fits if isinstance(fits, bool) else None
 
 
+GIB_IN_GB = 2.0**30 / 1e9  # datasheet HBM sizes are binary: an "80 GB" H100 holds 80 GiB = 85.9 GB
+
+
 def hbm_gb(run: Any, gpu: str | None) -> float | None:
-    """The GPU's HBM capacity from the catalog values the run used."""
+    """The GPU's HBM capacity as the datasheet names it (80 for an H100: GiB), from the run's catalog values."""
     values = (getattr(run, "input_snapshot", None) or {}).get("catalog_values") or {}
     item = values.get(gpu or "") if isinstance(values, Mapping) else None
     specs = item.get("specs") if isinstance(item, Mapping) else None
@@ -65,7 +68,7 @@ def fit_problem(run: Any) -> dict[str, Any] | None:
         hbm = hbm_gb(run, gpu)
         if need is not None and usable is not None:
             detail = (f"the best layout needs {need:,.1f} GB per GPU; {gpu or 'the GPU'} has "
-                      f"{usable:,.1f} GB usable" + (f" of {hbm:,.0f} GB HBM" if hbm else "") + ".")
+                      f"{usable:,.1f} GB usable" + (f" ({hbm:,.0f} GiB HBM)" if hbm else "") + ".")
         else:
             detail = f"no layout of this workload fits in {gpu or 'the GPU'}'s memory."
         return {"need_gb": need, "usable_gb": usable, "hbm_gb": hbm, "gpu": gpu, "detail": detail,
@@ -110,11 +113,14 @@ def layout_details(par: Mapping[str, Any] | None) -> str:
 
 
 def _memory(entry: Mapping[str, Any], hbm: float | None) -> dict[str, Any]:
+    """Memory per GPU (decimal GB, as the engine reports it) against the usable memory and the HBM."""
     need, usable = _num(entry.get("memory_gb_per_gpu")), _num(entry.get("memory_limit_gb"))
-    cap = hbm or usable
+    hbm_decimal = hbm * GIB_IN_GB if hbm else None
+    cap = hbm_decimal or usable
     share = min(100.0, 100.0 * need / cap) if need is not None and cap else None
     usable_share = min(100.0, 100.0 * usable / cap) if usable is not None and cap else None
-    return {"need_gb": need, "usable_gb": usable, "hbm_gb": hbm, "share": share, "usable_share": usable_share,
+    return {"need_gb": need, "usable_gb": usable, "hbm_gb": hbm, "hbm_decimal_gb": hbm_decimal,
+            "share": share, "usable_share": usable_share,
             "fits": entry.get("fits") if isinstance(entry.get("fits"), bool) else None}
 
 

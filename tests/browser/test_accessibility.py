@@ -69,16 +69,23 @@ def test_builder_labels_axe_and_keyboard(live_server: Any, browser: Any, make_us
     assert unlabeled == [], unlabeled
     assert_no_axe_violations(page)
 
-    # Tab from the top of the form reaches every visible, enabled control in document order, with a focus ring.
+    # Tab from the top of the form reaches every enabled control in document order, with a focus ring; a
+    # closed disclosure (<details>: model dimensions, uncertainty ranges) opens with Enter on its summary.
     page.focus("#builder-form [name=name]")
-    expected = page.evaluate("""() => Array.from(document.querySelectorAll(
+    expected = page.evaluate("""() => { const closed = Array.from(document.querySelectorAll('#builder-form details:not([open])'));
+      closed.forEach(d => d.open = true);
+      const keys = Array.from(document.querySelectorAll(
             '#builder-form input:not([type=hidden]), #builder-form select, #builder-form textarea, #builder-form button'))
         .filter(el => !el.disabled && el.offsetParent !== null && el.tabIndex >= 0)
         .map(el => el.type === 'radio' ? 'radio:' + el.name : (el.name || el.id || el.textContent.trim()))
-        .filter((v, i, a) => a.indexOf(v) === i)""")
+        .filter((v, i, a) => a.indexOf(v) === i);
+      closed.forEach(d => d.open = false);
+      return keys; }""")
     reached: list[str] = []
     outlines: list[str] = []
     for _ in range(len(expected) + 5):
+        if page.evaluate("() => document.activeElement.tagName === 'SUMMARY' && !document.activeElement.parentElement.open"):
+            page.keyboard.press("Enter")
         info = page.evaluate("""() => { const el = document.activeElement;
             const cs = getComputedStyle(el);
             return {key: el.type === 'radio' ? 'radio:' + el.name : (el.name || el.id || el.textContent.trim()),

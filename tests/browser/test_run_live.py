@@ -90,7 +90,7 @@ def test_search_layouts_shows_layout_alternatives_and_memory(live_server: Any, b
     evaluated = page.locator("#layout-evaluated").inner_text()
     assert "layouts evaluated" in evaluated and "fit in memory" in evaluated
     memory = page.locator("#layout-memory").inner_text()
-    assert "GB HBM" in memory and "usable" in memory  # memory per GPU against the H100's 80 GB
+    assert "GiB HBM" in memory and "GB usable" in memory  # memory per GPU against the H100's 80 GiB
     rows = page.locator("#layout-alternatives tbody tr")
     assert rows.count() >= 1
     first = rows.first.inner_text()

@@ -157,7 +157,7 @@ def test_search_run_shows_layout_alternatives_and_memory(client: Any, make_user:
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert 'id="layout-panel"' in html and 'id="layout-alternatives"' in html
     assert f"{int(result['candidates_evaluated']):,} layouts evaluated" in html
-    assert "GB HBM" in html and "80 GB HBM" in html  # H100 SXM
+    assert "GB usable" in html and "80 GiB HBM (85.9 GB)" in html  # H100 SXM: 80 GiB
     for alt in result["alternatives"]:
         assert alt["why_it_loses"].replace("%", "") .split(":")[0] in html.replace("%", "")
 
