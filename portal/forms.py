@@ -10,11 +10,16 @@ from typing import Any
 
 from django import forms
 
+from planning.services import gpu_server_item
 from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
+from simulations.engine.scenario import FABRICS, TOPOLOGIES
 
 LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
-FABRIC_CHOICES = [("infiniband", "InfiniBand"), ("roce", "Ethernet (RoCE)")]
-TOPOLOGY_CHOICES = [("fat-tree", "Fat-tree"), ("rail-optimized", "Rail-optimized"), ("multi-plane", "Multi-plane")]
+# The values are the engine's enums (one definition, simulations.engine.scenario); only the labels live here.
+FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}
+FABRIC_CHOICES = [(f, FABRIC_LABELS.get(f, f)) for f in FABRICS]
+TOPOLOGY_LABELS = {"fat-tree": "Fat-tree", "rail-optimized": "Rail-optimized", "multi-plane": "Multi-plane"}
+TOPOLOGY_CHOICES = [(t, TOPOLOGY_LABELS.get(t, t)) for t in TOPOLOGIES]
 PRECISION_CHOICES = [("bf16", "BF16"), ("fp8", "FP8")]
 RECOMPUTE_CHOICES = [("auto", "Auto"), ("none", "None"), ("selective", "Selective"), ("full", "Full")]
 COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
@@ -263,8 +268,6 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
 
     def server_item(self) -> Mapping[str, Any] | None:
         """The catalog server the cost model prices this cluster's GPU with."""
-        from planning.services import gpu_server_item
-
         gpu = self._cluster_value("gpu") if self.selected_fleet() is not None else self.cleaned_data.get("gpu")
         if not gpu:
             return None
@@ -469,8 +472,6 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         if "failure_rate_scale" not in initial and not goodput.get("failure_rate_scale"):
             initial["failure_rate_scale"] = 1.0
         if catalog is not None and isinstance(c.get("gpu"), str):
-            from planning.services import gpu_server_item
-
             item = gpu_server_item(gpu=c["gpu"], catalog=catalog, server=costs.get("server"))
             raw_prices = costs.get("prices")
             prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
@@ -535,7 +536,8 @@ class SweepForm(FieldErrorMixin, forms.Form):
     oversubscription = forms.CharField(required=False, label="Oversubscription ratios",
                                        help_text="Comma-separated, e.g. 1, 2")
     uncertainty = forms.BooleanField(required=False, initial=True,
-                                     label="Include uncertainty (Monte Carlo P10/P50/P90 and sensitivity)")
+                                     label="Include uncertainty (Monte Carlo P10/P50/P90 and sensitivity)",
+                                     help_text="Each run page lists the ranges drawn; with none, it says P10 = P50 = P90.")
 
     MONTE_CARLO_SAMPLES = 2000
 

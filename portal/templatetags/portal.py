@@ -198,6 +198,19 @@ def fmt(value: Any, kind: str = "num") -> str:
 
 
 @register.filter
+def nofit(result: Any) -> bool:
+    """True when a stored run result says it does not fit in GPU memory."""
+    from portal.panels import result_fits
+
+    return result_fits(result if isinstance(result, dict) else None) is False
+
+
+@register.inclusion_tag("portal/_nofit_badge.html")
+def nofit_badge(result: Any) -> dict[str, Any]:
+    return {"show": nofit(result)}
+
+
+@register.filter
 def delta_points(value: Any) -> str:
     """An absolute change of a fraction, in percentage points (0.018 -> +1.8 pt)."""
     v = _num(value)

@@ -95,6 +95,8 @@ def test_not_fitting_run_warns_first_on_run_scenario_compare(client: Any, make_u
 
     html = client.get(reverse("scenario-detail", args=[scenario.pk])).content.decode()
     assert "fit-warning" in html
+    for page in ("runs", "dashboard", "scenarios"):
+        assert "badge-nofit" in client.get(reverse(page)).content.decode(), page
 
     html = client.get(reverse("compare") + f"?runs={ok.pk},{bad.pk}").content.decode()
     assert html.count("does not fit") >= 1 and "fit-warning" in html
