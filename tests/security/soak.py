@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from simulations.engine.bounds import BOUNDS
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 LOADGEN = ROOT / "benchmarks" / "loadgen.py"
 
@@ -44,7 +46,8 @@ def hostile_requests(scenario_id: int) -> list[dict[str, Any]]:
     run = f"/api/v1/scenarios/{scenario_id}/run/"
     sweep = f"/api/v1/scenarios/{scenario_id}/sweep/"
     for field in DOCUMENT_NUMBERS:
-        for value in ("1e308", "1" + "0" * 400, "2.5", '"1024"', "true"):
+        non_integral = ("2.5",) if BOUNDS[field].kind == "int" else ()  # 2.5 is a legal real value
+        for value in ("1e308", "1" + "0" * 400, '"1024"', "true", *non_integral):
             out.append(_raw("POST", preview, f'{{"scenario": {scenario_id}, "overrides": {{"{field}": {value}}}}}'))
     for param in ("monte_carlo", "seed"):
         for value in HOSTILE_NUMBERS:

@@ -175,3 +175,18 @@ def test_sweep_values_keep_their_type(world, admin) -> None:
     assert resp.status_code == 202, resp.content[:300]
     runs = SimulationRun.objects.filter(sweep_id=resp.json()["id"])
     assert sorted(r.input_snapshot["document"]["cluster"]["nic_gbps"] for r in runs) == [200, 400]
+
+
+def test_every_request_of_the_soak_hostile_stream_is_refused(world, admin) -> None:
+    """The soak's hostile stream, one request of each class, in-process: each a JSON 4xx, nothing stored."""
+    from tests.security.soak import hostile_requests
+
+    before = _fingerprint()
+    failures = []
+    for req in hostile_requests(world.home.scenario.pk):
+        body = req["content"].encode("latin-1")
+        resp = admin.generic(req["method"], req["path"], body, content_type=req["content_type"])
+        if not 400 <= resp.status_code < 500 or not resp["Content-Type"].startswith("application/json"):
+            failures.append(f"{req['method']} {req['path']} {body[:90]!r}: {resp.status_code} {resp.content[:160]!r}")
+    assert not failures, f"{len(failures)} hostile requests not refused:\n" + "\n".join(failures[:30])
+    assert _fingerprint() == before
