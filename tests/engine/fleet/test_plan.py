@@ -150,3 +150,26 @@ def test_parse_plan_expands_candidates_and_bounds_them() -> None:
     doc["candidates"][0]["gpus"] = list(range(8, 8 * 40, 8))
     with pytest.raises(ScenarioError, match=r"^candidates\[0\]: would enumerate .* purchase options"):
         parse_plan(doc)
+
+
+def test_reproducible_across_processes_and_hash_seeds() -> None:
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    doc = copy.deepcopy(BASE)
+    doc["failures"] = {"rate_scale": 100.0}
+    doc["policy"] = "backfill"
+    code = ("import json,sys,hashlib; from simulations.engine.fleet import simulate_fleet; "
+            "print(hashlib.sha256(json.dumps(simulate_fleet(json.loads(sys.argv[1]), 3), sort_keys=True)"
+            ".encode()).hexdigest())")
+    root = Path(__file__).resolve().parents[3]
+    digests = set()
+    for hash_seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code, json.dumps(doc)], capture_output=True, text=True,
+                             cwd=root, env={**os.environ, "PYTHONHASHSEED": hash_seed}, timeout=120, check=True)
+        digests.add(out.stdout.strip())
+    here = hashlib.sha256(json.dumps(simulate_fleet(doc, 3), sort_keys=True).encode()).hexdigest()
+    assert digests == {here}
