@@ -86,7 +86,7 @@ def loadgen(spec: dict[str, Any], duration: float, concurrency: int) -> dict[str
 
 def soak(base: str, headers: dict[str, str], normal: list[dict[str, Any]], hostile: list[dict[str, Any]], *,
          baseline_s: float = 20.0, mixed_s: float = 60.0, normal_concurrency: int = 4,
-         hostile_concurrency: int = 4) -> dict[str, Any]:
+         hostile_concurrency: int = 2) -> dict[str, Any]:
     """Baseline (normal stream alone), then the normal and hostile streams together; figures of both."""
     normal_spec = {"base": base, "headers": headers, "requests": normal}
     hostile_spec = {"base": base, "headers": headers, "requests": hostile}

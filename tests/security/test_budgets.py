@@ -1,0 +1,125 @@
+"""Bounded work: web requests answer 503 past their engine budget; runs stop past theirs or when cancelled."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from simulations.engine.budget import checkpoint
+from tests.security.seed import seed_world
+
+pytestmark = pytest.mark.django_db
+
+
+def _spin(*_: Any, **__: Any) -> Any:
+    """An engine call that never ends by itself but checks its budget like every engine loop."""
+    while True:
+        checkpoint()
+        time.sleep(0.001)
+
+
+@pytest.fixture
+def world():
+    return seed_world(execute=False)
+
+
+def test_preview_past_its_budget_answers_json_503_quickly(world, settings, monkeypatch) -> None:
+    import importlib
+
+    preview_module = importlib.import_module("simulations.services.preview")  # the package re-exports the function
+    settings.FP_WEB_ENGINE_BUDGET_S = 0.2
+    monkeypatch.setattr(preview_module.engine, "predict", _spin)
+    client = APIClient()
+    client.force_login(world.home.users["viewer"])  # preview is open to viewers: the probe's case
+    client.raise_request_exception = False
+    started = time.monotonic()
+    resp = client.post("/api/v1/preview/", {"scenario": world.home.scenario.pk}, format="json")
+    elapsed = time.monotonic() - started
+    assert resp.status_code == 503, resp.content[:300]
+    body = resp.json()
+    assert body["status"] == 503 and "time budget of 0.2 s" in body["errors"]["detail"][0]
+    assert resp["Retry-After"] == "30"
+    assert elapsed < 5, f"the request must end at its budget, not at the web timeout ({elapsed:.1f} s)"
+
+
+def test_the_budget_is_per_request(world, settings, monkeypatch) -> None:
+    """A request after a 503 has a fresh budget (nothing leaks between requests)."""
+    from simulations.engine import budget
+
+    settings.FP_WEB_ENGINE_BUDGET_S = 0.2
+    client = APIClient()
+    client.force_login(world.home.users["viewer"])
+    resp = client.post("/api/v1/preview/", {"scenario": world.home.scenario.pk}, format="json")
+    assert resp.status_code == 200, resp.content[:300]
+    assert budget.current() is None
+
+
+def test_run_past_its_budget_fails_naming_the_budget(world, settings, monkeypatch) -> None:
+    from simulations import services
+    from simulations.models import SimulationRun
+    from simulations.services import execution
+
+    settings.FP_RUN_BUDGET_S = 0.3
+    monkeypatch.setattr(execution, "compute", _spin)
+    run = services.run_submit(scenario=world.home.scenario, user=world.home.users["planner"], kind="predict",
+                              force=True)
+    started = time.monotonic()
+    services.run_execute(run_id=run.pk)
+    assert time.monotonic() - started < 10
+    run = SimulationRun.objects.get(pk=run.pk)
+    assert run.status == "failed" and run.error_field == "budget", (run.status, run.error)
+    assert "exceeded its time budget of 0.3 s" in run.error
+
+
+def test_cancelling_stops_a_running_engine_loop(world, settings, monkeypatch) -> None:
+    """Cancellation is checked cooperatively inside the engine's loops (and renews the lease meanwhile)."""
+    from simulations import services
+    from simulations.models import SimulationRun
+    from simulations.services import execution
+
+    settings.FP_RUN_BUDGET_S = 60
+    monkeypatch.setattr("simulations.limits.HEARTBEAT_EVERY_S", 0.05)
+    calls = {"n": 0}
+
+    def cancel_midway(*_: Any, **__: Any) -> Any:
+        while True:
+            calls["n"] += 1
+            if calls["n"] == 200:  # the owner presses cancel while the engine works
+                SimulationRun.objects.filter(pk=run.pk).update(status="cancelled", cancel_requested=True)
+            checkpoint()
+            time.sleep(0.001)
+
+    monkeypatch.setattr(execution, "compute", cancel_midway)
+    run = services.run_submit(scenario=world.home.scenario, user=world.home.users["planner"], kind="predict",
+                              force=True)
+    started = time.monotonic()
+    services.run_execute(run_id=run.pk)
+    assert time.monotonic() - started < 10, "the cancelled run must stop at its next checkpoint"
+    run = SimulationRun.objects.get(pk=run.pk)
+    assert run.status == "cancelled" and run.result is None
+
+
+def test_running_engine_work_renews_the_lease(world, settings, monkeypatch) -> None:
+    from simulations import services
+    from simulations.models import SimulationRun
+    from simulations.services import execution
+
+    monkeypatch.setattr("simulations.limits.HEARTBEAT_EVERY_S", 0.05)
+    beats = []
+
+    def slow(*_: Any, **__: Any) -> Any:
+        for _ in range(300):
+            checkpoint()
+            time.sleep(0.002)
+            beats.append(SimulationRun.objects.values_list("heartbeat_at", flat=True).get(pk=run.pk))
+        return {"step_time_s": 1.0}
+
+    monkeypatch.setattr(execution, "compute", slow)
+    run = services.run_submit(scenario=world.home.scenario, user=world.home.users["planner"], kind="predict",
+                              force=True)
+    services.run_execute(run_id=run.pk)
+    assert len(set(beats)) >= 3, "the heartbeat (lease) advances while the engine works"
+    assert SimulationRun.objects.get(pk=run.pk).status == "succeeded"
