@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simulations.engine.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
+from simulations.engine.budget import checkpoint
 from simulations.engine.catalog import Catalog
 from simulations.engine.hardware import gpu_spec
 from simulations.engine.model import (
@@ -138,8 +140,31 @@ class SearchResult(Result):
 def _cross(base: dict[str, Arr], name: str, options: Arr) -> dict[str, Arr]:
     """Cartesian product of the rows in ``base`` with ``options`` for a new column ``name``."""
     n = len(next(iter(base.values()))) if base else 1
+    check_work("candidate layouts", n * len(options), MAX_LAYOUTS, "parallelism",  # before allocating
+               hint='fix some parallelism degrees, training.micro_batch or training.recompute instead of "auto"')
     out = {k: np.repeat(v, len(options)) for k, v in base.items()}
     out[name] = np.tile(options.astype(np.float64), n)
+    return out
+
+
+def _evaluate(ctx: Any, lay: Layouts) -> dict[str, Arr]:
+    """``evaluate`` in chunks of ``LAYOUT_CHUNK`` layouts with a budget checkpoint between chunks: memory stays
+    bounded and a web request's time budget or a run's cancel stops a long search (simulations/engine/budget.py)."""
+    checkpoint()
+    n = len(lay)
+    if n <= LAYOUT_CHUNK:
+        return evaluate(ctx, lay)
+    parts: list[dict[str, Arr]] = []
+    for start in range(0, n, LAYOUT_CHUNK):
+        idx = np.arange(start, min(n, start + LAYOUT_CHUNK), dtype=np.intp)
+        parts.append(evaluate(ctx, lay.take(idx)))
+        checkpoint()
+    out: dict[str, Arr] = {}
+    for key, first in parts[0].items():
+        if np.ndim(first) >= 1 and np.shape(first)[0] == min(n, LAYOUT_CHUNK):
+            out[key] = np.concatenate([part[key] for part in parts])
+        else:  # a per-scenario constant: the same in every chunk
+            out[key] = first
     return out
 
 
@@ -317,7 +342,7 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     calibration = _document_calibration(s, catalog, calibration)
     s, ctx = _prepare(s, catalog, calibration)
     lay = candidate_layouts(s)
-    out = evaluate(ctx, lay)
+    out = _evaluate(ctx, lay)
     order, n_fit = _rank(out)
     best = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
     if n_fit == 0:
@@ -342,7 +367,7 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     calibration = _document_calibration(s, catalog, calibration)
     s, ctx = _prepare(s, catalog, calibration)
     lay = candidate_layouts(s)
-    out = evaluate(ctx, lay)
+    out = _evaluate(ctx, lay)
     if len(lay) == 1:
         return _calibration_note(_result_at(s, ctx, lay, out, 0), calibration)
     order, n_fit = _rank(out)
