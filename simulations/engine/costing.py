@@ -48,6 +48,7 @@ class PerfPoint:
     server_item: CatalogItem
     gpus: int
     nodes: int
+    hosts: int  # operating-system hosts (nodes x the server's hosts_per_server)
     gpus_per_node: int
     gpu_tdp_w: float
     host_power_w: float
@@ -113,7 +114,10 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
     host = float(sspecs.get("host_power_w", 0.0))
     max_w = float(sspecs.get("max_power_w") or server.get("power_w") or (gpn * tdp + host))
     reliability = load_reliability(catalog)
-    counts = part_counts(s.cluster.gpus, nodes, plan.nics, plan.switches["total"], plan.transceiver_count,
+    # hosts: operating-system instances (an NVL72 rack is 18 compute trays, each its own host): the per-host
+    # failure rates (host, software) and the per-host checkpoint write bandwidth count these, not racks
+    hosts = nodes * int(sspecs.get("hosts_per_server", 1))
+    counts = part_counts(s.cluster.gpus, hosts, plan.nics, plan.switches["total"], plan.transceiver_count,
                          plan.cable_count)
     return PerfPoint(
         performance=performance,
@@ -122,6 +126,7 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
         server_item=server,
         gpus=s.cluster.gpus,
         nodes=nodes,
+        hosts=hosts,
         gpus_per_node=gpn,
         gpu_tdp_w=tdp,
         host_power_w=host,
@@ -267,7 +272,7 @@ def goodput_for(point: PerfPoint, params: CostParams) -> dict[str, FloatLike]:
     rate = g.get("failure_rate_scale", 1.0) * point.base_rate_per_day
     storage = g.get("storage_write_gbytes_per_s", rel.storage_write_gbytes_per_s)
     node_w = g.get("node_write_gbytes_per_s", rel.node_write_gbytes_per_s)
-    write = np.minimum(storage, point.nodes * np.asarray(node_w, dtype=float))
+    write = np.minimum(storage, point.hosts * np.asarray(node_w, dtype=float))
     ckpt_bytes = point.params * np.asarray(g.get("checkpoint_bytes_per_param", rel.checkpoint_bytes_per_param))
     return goodput_arrays(rate, ckpt_bytes, write, g.get("restart_min", rel.restart_min),
                           g.get("checkpoint_interval_min"))

@@ -155,3 +155,18 @@ def test_rack_scale_gpus_come_only_in_racks() -> None:
         with pytest.raises(ScenarioError) as info:
             fn(copy.deepcopy(doc))
         assert info.value.field == "cluster.gpus_per_node" and "72-GPU NVLink domains" in str(info.value)
+
+
+def test_an_nvl72_rack_fails_like_its_18_hosts() -> None:
+    """Host and software interruptions are per operating-system host: 18 compute trays per NVL72 rack, so 1,152
+    GB300 GPUs (16 racks) carry 288 hosts' worth — twice the 144 hosts of the same GPUs in 8-GPU HGX servers."""
+    from simulations.engine.goodput import load_reliability
+
+    rel = load_reliability()
+    rack = tco(gb300_dense())["goodput"]["interruptions_by_component_per_day"]
+    hgx_doc = gb300_dense()
+    hgx_doc["cluster"].update(gpu="B300", gpus_per_node=8)
+    hgx = tco(hgx_doc)["goodput"]["interruptions_by_component_per_day"]
+    assert rack["host"] == pytest.approx(288 * rel.rates["host"])
+    assert hgx["host"] == pytest.approx(144 * rel.rates["host"])
+    assert rack["software"] == pytest.approx(2 * hgx["software"])
