@@ -13,6 +13,8 @@ from __future__ import annotations
 
 ENGINE_VERSION = "1.0.0"
 
+# registers the calibration extension points (simulations.engine.extensions) used by perf and scenario
+from simulations.engine import calibration as _calibration  # noqa: E402,F401
 from simulations.engine.perf import predict, search  # noqa: E402
 from simulations.engine.tco import tco  # noqa: E402
 

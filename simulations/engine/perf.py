@@ -18,6 +18,7 @@ import numpy.typing as npt
 from simulations.engine.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
 from simulations.engine.budget import checkpoint
 from simulations.engine.catalog import Catalog
+from simulations.engine.extensions import document_calibration
 from simulations.engine.hardware import gpu_spec
 from simulations.engine.model import (
     BREAKDOWN_KEYS,
@@ -304,11 +305,9 @@ def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
 
 def _document_calibration(s: Scenario, catalog: Catalog | None, calibration: Any) -> Any:
     """The overlay of the profile the document carries under ``calibration`` (issue #16), unless one is given."""
-    if calibration is not None or not s.extras.get("calibration"):
+    if calibration is not None:
         return calibration
-    from simulations.engine.calibration import overlay_from_scenario  # noqa: PLC0415 (calibration imports perf)
-
-    return overlay_from_scenario(s, catalog)
+    return document_calibration(s, catalog)
 
 
 def _calibration_note(r: Result, calibration: Any) -> Result:

@@ -27,8 +27,9 @@ from typing import Any
 
 from simulations.engine.bounds import check_int, check_number
 from simulations.engine.catalog import Catalog, CatalogError, get_item, items_of_kind
-from simulations.engine.costs import resolve_costs
+from simulations.engine.costs import cooling_of, resolve_costs
 from simulations.engine.errors import ScenarioError
+from simulations.engine.extensions import check_calibration
 from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
 from simulations.engine.ranges import find_ranges, likely_scenario
 from simulations.engine.spec import (
@@ -412,17 +413,13 @@ def _check_layout(s: Scenario) -> None:
 
 
 def _calibration_extras(section: Any) -> dict[str, Any]:
-    """The document's ``calibration`` section, checked by the calibration package (lazy: it imports perf)."""
+    """The document's ``calibration`` section, checked by the calibration package (through
+    :mod:`.extensions`: that package imports this one)."""
     if section is None:
         return {}
-    from simulations.engine.calibration.profile import check_document_calibration
-
-    try:
-        check_document_calibration(section)
-    except ValueError as exc:
-        msg = str(exc)
-        field, _, message = msg.partition(": ")
-        raise ScenarioError(field or "calibration", message or msg) from None
+    if not isinstance(section, Mapping):
+        raise ScenarioError("calibration", "must be an object (a calibration profile)")
+    check_calibration(section)
     return {"calibration": dict(section)}
 
 
@@ -451,7 +448,9 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
     training = _parse_training(d["training"])
     parallelism = _parse_parallelism(d["parallelism"])
     cluster = _cluster_fields(d["cluster"], catalog)
-    cost_params = resolve_costs(d.get("costs"), catalog)
+    fabric = _fabric_settings(d.get("costs"), cluster, catalog)
+    server = get_item(fabric.server, "server", "costs.server", catalog) if fabric.server else None
+    cost_params = resolve_costs(d.get("costs"), catalog, cooling=cooling_of(server))
     scenario = Scenario(
         model=model,
         training=training,
@@ -461,7 +460,7 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         description=description,
         costs=dict(raw["costs"]) if raw.get("costs") is not None else None,
         uncertainty=dict(raw["uncertainty"]) if raw.get("uncertainty") is not None else None,
-        fabric=_fabric_settings(d.get("costs"), cluster, catalog),
+        fabric=fabric,
         cost_params=cost_params,
         ranges=dict(ranges),
         extras=_calibration_extras(raw.get("calibration")),

@@ -322,3 +322,17 @@ def test_calibrate_command_fits_the_shipped_demo(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"fleet": FLEET, "nccl": [{"file": "../../etc/passwd"}]}))
     with pytest.raises(CommandError, match="outside the manifest's folder"):
         call_command("calibrate", str(bad))
+
+
+def test_a_fleet_document_whose_overrides_change_the_hardware_gets_what_transfers() -> None:
+    """A fleet scenario priced at 800G NICs (an upgrade study) keeps the fleet's GEMM efficiency, not its network
+    multipliers, and says so - no error (found by the #11 soak as a 500)."""
+    prof = fit_profile(FLEET, _nccl()[:2], _runs(_truth())[:1], name="fleet")
+    doc = {**RUNS["llama7b-64-bf16"], "calibration": prof.compact()}
+    doc["cluster"] = {**doc["cluster"], "nic_gbps": 800}
+    r = predict(doc)
+    assert any(n.startswith("fleet was measured on other hardware (nic_gbps 400 vs 800") and
+               n.endswith("applied: GEMM efficiency") for n in r.notes), r.notes
+    with pytest.raises(ProfileMismatch) as err:
+        predict_calibrated(doc, prof)
+    assert err.value.field == "calibration"  # a ScenarioError: the API answers 400

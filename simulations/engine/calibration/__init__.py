@@ -31,6 +31,8 @@ from simulations.engine.calibration.nccl import COLLECTIVES, parse_nccl_tests
 from simulations.engine.calibration.profile import Profile, check_document_calibration, finite_json
 from simulations.engine.calibration.steplog import parse_step_log
 from simulations.engine.calibration.telemetry import parse_gpu_telemetry
+from simulations.engine.errors import ScenarioError
+from simulations.engine.extensions import register_calibration
 
 __all__ = [
     "COLLECTIVES",
@@ -51,3 +53,14 @@ __all__ = [
     "predict_calibrated",
     "search_calibrated",
 ]
+
+
+def _check_section(section: object) -> None:
+    try:
+        check_document_calibration(section)
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise ScenarioError(field or "calibration", message or str(exc)) from None
+
+
+register_calibration(_check_section, overlay_from_scenario)

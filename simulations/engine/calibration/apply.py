@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from simulations.engine.calibration.profile import CONTEXT_FIELDS, Profile, check_document_calibration
 from simulations.engine.catalog import Catalog
+from simulations.engine.errors import ScenarioError
 from simulations.engine.model import Context
 from simulations.engine.perf import Result, SearchResult, predict, search
 from simulations.engine.scenario import Scenario, parse_scenario
@@ -27,10 +28,13 @@ from simulations.engine.scenario import Scenario, parse_scenario
 R = TypeVar("R", bound=Result)
 
 
-class ProfileMismatch(ValueError):
-    """The scenario's hardware is not the profile's fleet (and it was not asked to borrow)."""
+class ProfileMismatch(ScenarioError):
+    """The scenario's hardware is not the profile's fleet (and it was not asked to borrow).
 
-    field = "calibration"  # names the input, like ScenarioError: the API answers 400, never 500
+    A ScenarioError naming ``calibration``: the API answers 400, never 500."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("calibration", message)
 
 
 def fleet_differences(profile: Profile, s: Scenario) -> dict[str, tuple[Any, Any]]:
@@ -100,7 +104,7 @@ class Overlay:
 
 
 def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
-                catalog: Catalog | None = None, *, borrow: bool = False) -> Overlay:
+                catalog: Catalog | None = None, *, borrow: bool | str = False) -> Overlay:
     """The overlay of ``profile`` for ``scenario``; :class:`ProfileMismatch` on other hardware unless borrowed."""
     prof = profile if isinstance(profile, Profile) else Profile.from_dict(profile)
     s = parse_scenario(scenario, catalog)
@@ -109,13 +113,16 @@ def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mappi
         return Overlay(prof)
     what = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items())
     if not borrow:
-        raise ProfileMismatch(f"calibration: {prof.label()} was fitted on other hardware ({what}); "
+        raise ProfileMismatch(f"{prof.label()} was fitted on other hardware ({what}); "
                               "borrow it explicitly or predict without it")
     network = "fabric" not in diff and "nic_gbps" not in diff
     gemm = "gpu" not in diff
     applied = [p for p, ok in (("network", network), ("GEMM efficiency", gemm)) if ok]
-    note = (f"borrowed {prof.label()} from fleet {prof.fleet.get('gpu')} ({what}); applied: "
-            f"{', '.join(applied) or 'nothing'}")
+    done = ", ".join(applied) or "nothing"
+    if borrow is True or borrow == "borrowed":
+        note = f"borrowed {prof.label()} from fleet {prof.fleet.get('gpu')} ({what}); applied: {done}"
+    else:
+        note = f"{prof.label()} was measured on other hardware ({what}); applied: {done}"
     return Overlay(prof, network=network, gemm=gemm, notes=(note,))
 
 
@@ -127,7 +134,9 @@ def overlay_from_scenario(s: Scenario, catalog: Catalog | None = None) -> Overla
     if section is None:
         return None
     prof = check_document_calibration(section)
-    return overlay_for(s, prof, catalog, borrow=bool(section.get("borrow", False)))
+    # A document on hardware other than the profile's (a borrowed profile, or a fleet scenario whose cluster
+    # overrides change the GPU, fabric or NIC speed) gets what transfers, and the notes say so - never an error.
+    return overlay_for(s, prof, catalog, borrow="borrowed" if section.get("borrow") else "fleet")
 
 
 def _finish(r: R, ov: Overlay) -> R:
