@@ -123,3 +123,29 @@ def test_running_engine_work_renews_the_lease(world, settings, monkeypatch) -> N
     services.run_execute(run_id=run.pk)
     assert len(set(beats)) >= 3, "the heartbeat (lease) advances while the engine works"
     assert SimulationRun.objects.get(pk=run.pk).status == "succeeded"
+
+
+def _huge_search_document() -> dict[str, Any]:
+    """Valid, in bounds, but every parallelism setting "auto" on 55,440 GPUs with an MoE: > 2 M layouts."""
+    from tests.security.seed import document
+
+    d = document()
+    d["cluster"].update(gpus=55440, gpu="H100-SXM", nic_gbps=400)
+    d["cluster"].pop("tiers", None)
+    d["parallelism"] = "auto"
+    d["model"].update(kv_heads=8, ffn_hidden=32768, heads=64, hidden=8192, layers=720, seq_len=32768,
+                      moe={"experts": 64, "top_k": 2, "expert_ffn_hidden": 4096})
+    d["training"].update(global_batch=720720 * 16, micro_batch="auto", recompute="auto", zero="auto")
+    return d
+
+
+def test_search_too_large_to_enumerate_is_refused_before_it_starts(world) -> None:
+    client = APIClient()
+    client.force_login(world.home.users["viewer"])
+    started = time.monotonic()
+    resp = client.post("/api/v1/preview/", {"document": _huge_search_document()}, format="json")
+    elapsed = time.monotonic() - started
+    assert resp.status_code == 400, resp.content[:300]
+    message = resp.json()["errors"]["parallelism"][0]
+    assert "candidate layouts, more than the limit of 1,000,000" in message and "auto" in message
+    assert elapsed < 5, f"refused from the counts, before allocating anything ({elapsed:.1f} s)"
