@@ -18,12 +18,12 @@ from django.views.decorators.http import require_GET
 from accounts.roles import Capability
 from portal import charts, panels
 from portal.views.common import _can, _require, _runs_for
+from simulations import reports
 from simulations.models import RunStatus, SimulationRun
+from simulations.services.advice import run_advice
 
 
 def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
-    from simulations.services.advice import run_advice
-
     has_result = bool(run.result) and run.status == RunStatus.SUCCEEDED
     return {
         "run": run,
@@ -42,8 +42,6 @@ def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
 @require_GET
 def run_export(request: HttpRequest, pk: int) -> HttpResponse:
     """One run as CSV/XLSX/JSON: its headline figures (does-it-fit first) and its cost line items."""
-    from simulations import reports
-
     run = get_object_or_404(_runs_for(request), pk=pk)
     _require(request, run.team_id, Capability.EXPORT)
     if run.status != RunStatus.SUCCEEDED or not run.result:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulations.engine.catalog import Catalog
+from simulations.engine.perf import candidate_layouts
 from simulations.engine.scenario import Scenario, ScenarioError, parse_scenario
 
 DEFAULT_SEARCH_NODES = 256  # look this many servers either side of the requested size
@@ -105,8 +106,6 @@ def has_layout(doc: Mapping[str, Any], gpus: int, catalog: Catalog | None = None
 
     Errors that have nothing to do with the layout (a bad field elsewhere) are raised, not hidden.
     """
-    from simulations.engine.perf import candidate_layouts
-
     try:
         candidate_layouts(parse_scenario(_with_gpus(doc, gpus), catalog))
     except ScenarioError as exc:

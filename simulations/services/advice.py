@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from simulations.engine.advice import nearest_workable_gpus
+from simulations.engine.errors import ScenarioError
 from simulations.models import RunStatus, SimulationRun
 
 LAYOUT_DEAD_END = "no layout satisfies"
@@ -20,9 +22,6 @@ def is_layout_dead_end(*, error: str, field: str = "") -> bool:
 
 def gpu_count_advice(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Nearest workable GPU counts for a document whose GPU count has no layout (None when it has one)."""
-    from simulations.engine.advice import nearest_workable_gpus
-    from simulations.engine.errors import ScenarioError
-
     try:
         advice = nearest_workable_gpus(dict(document), catalog=dict(catalog) if catalog is not None else None)
     except (ScenarioError, ValueError, TypeError, KeyError):

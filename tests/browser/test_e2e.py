@@ -8,80 +8,15 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM = os.environ.get("FP_CHROMIUM", "/usr/bin/chromium")
+from tests.browser.a11y import assert_no_axe_violations
+from tests.browser.conftest import needs_chromium, shot, sign_in, wait_js
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    # CI (.ci/run) installs chromium and sets FP_CHROMIUM: there a missing browser fails instead of skipping.
-    pytest.mark.skipif(not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists() and not os.environ.get("FP_CHROMIUM"),
-                       reason=f"chromium not installed at {CHROMIUM} (apt-get install chromium)"),
-]
-
-
-@pytest.fixture(autouse=True)
-def _allow_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Playwright's sync API runs an event loop in this thread; the test's own ORM calls must be allowed.
-
-    Set per test (not at import) so it never leaks into other tests' subprocesses.
-    """
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture
-def browser() -> Any:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
-
-
-def _wait_js(page: Any, expression: str, timeout_s: float = 20.0) -> None:
-    """Poll a JS expression with page.evaluate (wait_for_function evals strings, which our CSP forbids)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if page.evaluate(f"() => Boolean({expression})"):
-            return
-        page.wait_for_timeout(100)
-    state = page.evaluate("() => ({charts: Object.keys(window.fpCharts || {}), url: location.href,"
-                          " canvases: document.querySelectorAll('canvas[data-chart]').length})")
-    _shot(page, "timeout")
-    raise AssertionError(f"timed out waiting for: {expression}; {state}; js errors: {getattr(page, 'js_errors', [])}")
-
-
-def _shot(page: Any, name: str, **kwargs: Any) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True, **kwargs)
-
-
-def _sign_in(browser: Any, base: str, username: str) -> Any:
-    context = browser.new_context(viewport={"width": 1366, "height": 860}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.js_errors = errors  # type: ignore[attr-defined]
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "pw-" + username)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-    return page
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True), needs_chromium]
 
 
 def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: Any, team: Any,
@@ -95,9 +30,9 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
     base = live_server.url
 
     # --- sign in, dashboard ---------------------------------------------------------------------------
-    page = _sign_in(browser, base, planner.username)
+    page = sign_in(browser, base, planner.username)
     assert page.locator("h1", has_text="Dashboard").is_visible()
-    _shot(page, "01-dashboard-empty")
+    shot(page, "01-dashboard-empty")
 
     # --- scenario builder with the live estimate --------------------------------------------------------
     page.goto(f"{base}/scenarios/new/")
@@ -107,12 +42,12 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
     page.fill("input[name=gpus]", "256")
     page.fill("input[name=global_batch]", "512")
     page.fill("input[name=tokens_b]", "1000")
-    _wait_js(page, "document.querySelector('#est-step-time') && document.querySelector('#estimate-result')"
+    wait_js(page, "document.querySelector('#est-step-time') && document.querySelector('#estimate-result')"
                    " && document.querySelector('input[name=gpus]').value === '256'")
     page.wait_for_timeout(1200)  # let the debounced preview settle
     assert page.locator("#est-mfu").inner_text().endswith("%")
     assert page.locator("#est-run-cost").inner_text().startswith("$")
-    _shot(page, "02-scenario-builder")
+    shot(page, "02-scenario-builder")
     page.click("button[type=submit]:has-text('Create scenario')")
     page.wait_for_url(f"{base}/scenarios/*/")
     assert page.locator("h1", has_text="Llama 8B fabric study").is_visible()
@@ -123,30 +58,30 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
         page.check(f"#sweep-form input[name=nic_gbps][value='{speed}']")
     page.check("#sweep-form input[name=fabric][value=infiniband]")
     page.check("#sweep-form input[name=fabric][value=roce]")
-    _shot(page, "03-scenario-detail")
+    shot(page, "03-scenario-detail")
     page.click("#sweep-form button[type=submit]")
     page.wait_for_url(f"{base}/sweeps/*/")
     page.evaluate("window.__noReload = true")
     page.wait_for_selector("#sweep-progress")
     first = int(page.locator("#sweep-progress").get_attribute("data-percent") or 0)
     assert first < 100
-    _shot(page, "04-sweep-running")
+    shot(page, "04-sweep-running")
     page.wait_for_selector("#sweep-progress[data-finished='1']", timeout=120_000)
     assert page.locator("#sweep-percent").inner_text() == "100%"
     assert page.evaluate("window.__noReload === true"), "progress must update without a page reload"
     assert page.locator("#sweep-progress .badge-succeeded").count() == 6
-    _shot(page, "05-sweep-done")
+    shot(page, "05-sweep-done")
 
     # --- runs list ----------------------------------------------------------------------------------------
     page.goto(f"{base}/runs/")
     assert page.locator("#runs-table tbody tr").count() == 6
-    _shot(page, "06-runs")
+    shot(page, "06-runs")
     page.go_back()
 
     # --- comparison with charts ---------------------------------------------------------------------------
     page.click("#open-comparison")
     page.wait_for_url(f"{base}/compare/?sweep=*")
-    _wait_js(page, "window.fpCharts && Object.keys(window.fpCharts).length >= 5")
+    wait_js(page, "window.fpCharts && Object.keys(window.fpCharts).length >= 5")
     charts = page.evaluate("""() => Object.fromEntries(Object.entries(window.fpCharts).map(([id, c]) => [id, {
         datasets: c.data.datasets.length, labels: c.data.labels.length,
         width: c.canvas.width, height: c.canvas.height,
@@ -162,7 +97,10 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
         assert info["width"] > 0 and info["height"] > 0 and info["painted"] > 500, (cid, info)
     assert page.locator("#compare-table tbody tr").count() >= 8
     assert page.locator("#compare-table thead th").count() == 7  # metric + 6 runs
-    _shot(page, "07-comparison")
+    # the default baseline is the scenario's own configuration (400G InfiniBand), not the first sweep run
+    assert "nic_gbps=400" in page.locator("#baseline-sel option:checked").inner_text()
+    assert "fabric=infiniband" in page.locator("#baseline-sel option:checked").inner_text()
+    shot(page, "07-comparison")
 
     # --- CSV export ---------------------------------------------------------------------------------------
     with page.expect_download() as dl:
@@ -179,15 +117,17 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
 
     # --- printable view ----------------------------------------------------------------------------------
     page.click("#printable")
-    _wait_js(page, "window.fpCharts && Object.keys(window.fpCharts).length >= 5")
+    wait_js(page, "window.fpCharts && Object.keys(window.fpCharts).length >= 5")
     page.emulate_media(media="print")
     assert not page.locator(".topbar").is_visible()
-    _shot(page, "08-comparison-print")
+    shot(page, "08-comparison-print")
     page.emulate_media(media="screen")
-    assert page.js_errors == [], page.js_errors  # type: ignore[attr-defined]
+    assert page.js_errors == [], page.js_errors
+    page.emulate_media(media="screen")
+    assert_no_axe_violations(page)
 
     # --- a viewer cannot run or edit --------------------------------------------------------------------
-    vpage = _sign_in(browser, base, viewer.username)
+    vpage = sign_in(browser, base, viewer.username)
     vpage.goto(scenario_url)
     assert vpage.locator("#run-tco").count() == 0 and vpage.locator("#sweep-form").count() == 0
     csrf = next(c["value"] for c in vpage.context.cookies() if c["name"] == "csrftoken")
@@ -197,4 +137,4 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
     denied = vpage.goto(f"{base}/scenarios/new/")
     assert denied is not None and denied.status == 403
     assert vpage.locator("text=You can't do that here").is_visible()
-    _shot(vpage, "09-viewer-forbidden")
+    shot(vpage, "09-viewer-forbidden")

@@ -135,7 +135,7 @@ def test_not_fitting_run_is_never_best_of_a_sweep(make_user: Any, team: Any, sce
     type(slow).objects.filter(pk__in=[slow.pk, fast.pk]).update(sweep=sweep)
     fast = _not_fitting(fast)
     summary = sweep_refresh(sweep_id=sweep.pk).summary
-    assert summary["best"], summary
+    assert summary is not None and summary["best"], summary
     assert all(b["run"] == slow.pk for b in summary["best"].values()), summary["best"]
     assert fast.pk in summary["not_fitting"]
 
@@ -196,7 +196,9 @@ def test_token_page_create_shows_secret_once_and_revokes(client: Any, make_user:
     assert r.status_code == 302 and r["Location"] == reverse("tokens")
     r = client.get(reverse("tokens"))
     assert "no-store" in r["Cache-Control"]
-    secret = re.search(r'value="(fp_[^"]+)"', r.content.decode()).group(1)
+    found = re.search(r'value="(fp_[^"]+)"', r.content.decode())
+    assert found is not None
+    secret = found.group(1)
     token = ApiToken.objects.get(user=finance)
     assert token.expires_at is not None and token.team_id == team.pk
     again = client.get(reverse("tokens")).content.decode()
