@@ -38,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from simulations.engine.fabric_tables import crossing_share_array
+
 Arr = npt.NDArray[np.float64]
 
 # residual imbalance of adaptive routing / packet spraying (sources in the module docstring)
@@ -85,11 +87,35 @@ def crossing_share(routing: str, fabric: str, load: Arr | float, flows_per_nic: 
     adaptive = np.minimum(1.0, AR_EFF.get(fabric, 0.95) / np.maximum(load_a, 1e-12))
     if routing == "adaptive":
         return adaptive
-    if routing == "pinned":
-        return np.minimum(adaptive, _ecmp_share(load_a, np.ones_like(load_a)))
+    if routing == "pinned":  # channels and QPs to one peer follow one static path: one flow per NIC
+        one = np.ones_like(load_a)
+        sim = _simulated_share("pinned", load_a, one, PINNED_PATTERN)
+        return np.minimum(adaptive, _ecmp_share(load_a, one) if sim is None else sim)
     qps = float(qps_per_connection) if qps_per_connection else DEFAULT_QPS.get(routing, 1.0)
     # hashing also pays the transport's residual loss, so it is never above adaptive routing
-    return np.minimum(adaptive, _ecmp_share(load_a, flows * qps))
+    sim = _simulated_share("ecmp", load_a, flows * qps, SIMULATED_PATTERN)
+    return np.minimum(adaptive, _ecmp_share(load_a, flows * qps) if sim is None else sim)
+
+
+# The flow-level simulator's table (simulations/engine/data/fabric_tables.json, `make fabric-tables`, issue #13)
+# replaces the closed forms above for hashed and pinned routing when it is present: same inputs (offered load per
+# uplink, hashed flows per NIC), simulated on a leaf/spine with max-min fair sharing, for a job on its own nodes
+# (the "aligned" pattern: ring/tree/DP neighbours across a leaf boundary). It adds what the closed form leaves out
+# (max-min sharing among colliding flows, the second hash on the way down) and agrees with it where both apply (one
+# hashed flow per NIC at full load: 0.635 simulated, 1 - 1/e = 0.632). Static routes are read from the "scattered"
+# pattern: a route table is computed for the fabric, not for the job, and only a job whose ranks line up with it
+# (D-mod-k on a packed job) escapes collisions; jobs on a shared fleet do not (Meta's >30% loss under
+# fragmentation; simulated 0.65 at full load). Set USE_SIMULATED_TABLES = False to fall back to the closed forms.
+USE_SIMULATED_TABLES = True
+SIMULATED_PATTERN = "aligned"
+PINNED_PATTERN = "scattered"
+
+
+def _simulated_share(routing: str, load: Arr, flows: Arr, pattern: str) -> Arr | None:
+    if not USE_SIMULATED_TABLES:
+        return None
+    out = crossing_share_array(routing, load, flows, pattern=pattern)
+    return None if out is None else np.minimum(1.0, out)
 
 
 def full_load_efficiency(routing: str, fabric: str, qps_per_connection: float | None = None) -> float:

@@ -101,3 +101,21 @@ def test_shipped_table_is_complete() -> None:
     assert rows and all(("efficiency" in r) or ("error" in r) for r in rows)
     ok = [r for r in rows if "efficiency" in r]
     assert all(math.isfinite(r["efficiency"]["p50"]) and 0 < r["efficiency"]["p50"] <= 1 for r in ok)
+
+
+def test_performance_model_routing_reads_the_simulated_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simulations.engine import routing
+
+    if load_tables(str(TABLE_PATH)) is None:
+        pytest.skip("fabric_tables.json not generated (make fabric-tables)")
+    for load, flows in ((0.5, 2.0), (1.0, 8.0), (2.0, 1.0)):
+        sim = crossing_share_table("ecmp", load, flows)
+        assert sim is not None
+        got = float(routing.crossing_share("ecmp", "roce", load, flows, 1)[()])
+        assert got == pytest.approx(min(sim, 0.95 / load, 1.0))
+    # pinned: one path per peer, read from the scattered pattern (a route table is not tuned to the job)
+    pinned = crossing_share_table("pinned", 1.0, 1, pattern="scattered")
+    assert pinned is not None and float(routing.crossing_share("pinned", "infiniband", 1.0, 4.0)[()]) == \
+        pytest.approx(min(pinned, 0.97))
+    monkeypatch.setattr(routing, "USE_SIMULATED_TABLES", False)
+    assert float(routing.crossing_share("ecmp", "roce", 1.0, 1.0)[()]) == pytest.approx(1 - np.exp(-1), rel=1e-9)

@@ -50,7 +50,8 @@ def test_infiniband_adaptive_beats_roce_ecmp_margin_shrinks_with_qps_and_vanishe
 def test_routing_shares_match_the_sourced_figures() -> None:
     meas = {m["id"]: m for m in json.loads(FABRIC_MEASUREMENTS.read_text())["measurements"]}
     claim = meas["nvidia-spectrumx-colossus-claim"]["values"]
-    assert float(crossing_share("ecmp", "roce", 1.0, 1.0)[()]) == pytest.approx(1 - np.exp(-1), rel=1e-6)
+    # one hashed flow per NIC at full load: balls into bins, 1 - 1/e (simulated table: 0.635, issue #13)
+    assert float(crossing_share("ecmp", "roce", 1.0, 1.0)[()]) == pytest.approx(1 - np.exp(-1), abs=0.01)
     assert abs(float(crossing_share("ecmp", "roce", 1.0, 1.0)[()]) - float(claim["data_throughput_standard_Ethernet"][:-1]) / 100) < 0.05
     assert full_load_efficiency("adaptive", "roce") == pytest.approx(float(claim["data_throughput_SpectrumX"][:-1]) / 100)
     gain = full_load_efficiency("ecmp-qp", "roce") / full_load_efficiency("ecmp", "roce") - 1.0

@@ -17,21 +17,20 @@ Lookups are plain Python over a small in-memory index (microseconds), so ``predi
 
 from __future__ import annotations
 
-import bisect
-import json
-import math
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 
+from simulations.engine.fabric_tables import (
+    TABLE_PATH,
+    crossing_share_array,
+    crossing_share_table,
+    load_tables,
+    study_efficiency,
+)
 from simulations.engine.flowsim.network import Network, bundle_links, cable_links
 from simulations.engine.flowsim.paths import net_incidence
 from simulations.engine.flowsim.rates import max_min_rates
 
 RATE_TOL = 1e-3  # rates within 0.1% of exact max-min (see rates.max_min_rates): 3x fewer filling rounds
-TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "fabric_tables.json"
 
 
 # --------------------------------------------------------------------------------------------- experiment
@@ -125,114 +124,7 @@ def _crossing_flows(n: int, leaves: int, down: int, frac: float, flows_per_nic: 
     return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(keys), np.concatenate(cross)
 
 
-# --------------------------------------------------------------------------------------------- lookup
-
-
-@lru_cache(maxsize=4)
-def load_tables(path: str | None = None) -> dict[str, Any] | None:
-    """The table document (cached), or None when it has not been generated."""
-    p = Path(path) if path else TABLE_PATH
-    if not p.exists():
-        return None
-    doc: dict[str, Any] = json.loads(p.read_text())
-    return doc
-
-
-@lru_cache(maxsize=4)
-def _crossing_index(path: str | None = None) -> dict[str, tuple[list[float], list[float], dict[str, Any]]] | None:
-    doc = load_tables(path)
-    if not doc or "crossing" not in doc:
-        return None
-    out: dict[str, tuple[list[float], list[float], dict[str, Any]]] = {}
-    for pattern, grids in doc["crossing"]["patterns"].items():
-        for routing, grid in grids.items():
-            out[f"{pattern}:{routing}"] = (list(grid["loads"]), list(grid["flows_per_nic"]), grid)
-    return out
-
-
-def _interp(xs: list[float], x: float) -> tuple[int, int, float]:
-    if x <= xs[0]:
-        return 0, 0, 0.0
-    if x >= xs[-1]:
-        return len(xs) - 1, len(xs) - 1, 0.0
-    j = bisect.bisect_right(xs, x)
-    i = j - 1
-    return i, j, (x - xs[i]) / (xs[j] - xs[i])
-
-
-def crossing_share_table(routing: str, load: float, flows_per_nic: float, stat: str = "mean",
-                         pattern: str = "aligned", path: str | None = None) -> float | None:
-    """Simulated share of line rate of crossing traffic, bilinear in (load, log2 flows per NIC); None without a
-    table or for a routing mode it does not hold. Outside the grid the nearest edge is used."""
-    idx = _crossing_index(path)
-    key = f"{pattern}:{routing}"
-    if idx is None or key not in idx:
-        return None
-    loads, flows, grid = idx[key]
-    vals = grid[stat]
-    i0, i1, a = _interp(loads, float(load))
-    lf = [math.log2(f) for f in flows]
-    j0, j1, b = _interp(lf, math.log2(max(1.0, float(flows_per_nic))))
-    v = ((1 - a) * (1 - b) * vals[i0][j0] + a * (1 - b) * vals[i1][j0]
-         + (1 - a) * b * vals[i0][j1] + a * b * vals[i1][j1])
-    return float(v)
-
-
-@lru_cache(maxsize=16)
-def _grid_arrays(key: str, stat: str, path: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    idx = _crossing_index(path)
-    if idx is None or key not in idx:
-        return None
-    loads, flows, grid = idx[key]
-    return (np.asarray(loads, dtype=np.float64), np.log2(np.asarray(flows, dtype=np.float64)),
-            np.asarray(grid[stat], dtype=np.float64))
-
-
-def _axis(xs: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if xs.size == 1:
-        zero = np.zeros(x.shape, dtype=np.int64)
-        return zero, zero, np.zeros(x.shape)
-    i = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, xs.size - 2)
-    a = np.clip((x - xs[i]) / (xs[i + 1] - xs[i]), 0.0, 1.0)
-    return i, i + 1, a
-
-
-def crossing_share_array(routing: str, load: Any, flows_per_nic: Any, stat: str = "mean",
-                         pattern: str = "aligned", path: str | None = None) -> np.ndarray | None:
-    """Vectorised :func:`crossing_share_table` (broadcasting ``load`` and ``flows_per_nic``); None without a
-    table or for a routing mode it does not hold."""
-    arrays = _grid_arrays(f"{pattern}:{routing}", stat, path)
-    if arrays is None:
-        return None
-    loads, lflows, vals = arrays
-    x, f = np.broadcast_arrays(np.asarray(load, dtype=np.float64),
-                               np.log2(np.maximum(1.0, np.asarray(flows_per_nic, dtype=np.float64))))
-    i0, i1, a = _axis(loads, x)
-    j0, j1, b = _axis(lflows, f)
-    out: np.ndarray = ((1 - a) * (1 - b) * vals[i0, j0] + a * (1 - b) * vals[i1, j0]
-                       + (1 - a) * b * vals[i0, j1] + a * b * vals[i1, j1])
-    return out
-
-
-def study_efficiency(*, fabric: str, topology: str, gpus: int, oversubscription: float, routing: str,
-                     traffic: str = "ring-allreduce", placement: str = "packed", stat: str = "p50",
-                     path: str | None = None) -> float | None:
-    """Simulated efficiency of a standard study, interpolated in log2(GPUs) between the sizes in the table and
-    linearly in oversubscription; None when the table lacks the combination."""
-    doc = load_tables(path)
-    if not doc:
-        return None
-    rows = [r for r in doc.get("studies", {}).get("rows", [])
-            if r["fabric"] == fabric and r["topology"] == topology and r["routing"] == routing
-            and r["traffic"] == traffic and r["placement"] == placement and "efficiency" in r]
-    if not rows:
-        return None
-    overs = sorted({float(r["oversubscription"]) for r in rows})
-    o0, o1, b = _interp(overs, float(oversubscription))
-    out = []
-    for o in (overs[o0], overs[o1]):
-        pts = sorted((int(r["gpus"]), float(r["efficiency"][stat])) for r in rows if float(r["oversubscription"]) == o)
-        xs = [math.log2(g) for g, _ in pts]
-        i, j, a = _interp(xs, math.log2(max(1, gpus)))
-        out.append((1 - a) * pts[i][1] + a * pts[j][1])
-    return float((1 - b) * out[0] + b * out[1])
+__all__ = [
+    "PATTERNS", "RATE_TOL", "TABLE_PATH", "crossing_experiment", "crossing_network", "crossing_share_array",
+    "crossing_share_table", "load_tables", "study_efficiency",
+]
