@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import views
-from portal.views import capacity
+from portal.views import calibration, capacity, run_page, tokens
 from portal.views import fabric as fabric_views
 
 urlpatterns = [
@@ -11,6 +11,7 @@ urlpatterns = [
     path("fleets/", views.fleets, name="fleets"),
     path("fleets/new/", views.fleet_edit, name="fleet-new"),
     path("fleets/<int:pk>/edit/", views.fleet_edit, name="fleet-edit"),
+    path("fleets/<int:pk>/calibration/", calibration.fleet_calibration, name="fleet-calibration"),
     path("scenarios/", views.scenarios, name="scenarios"),
     path("scenarios/new/", views.scenario_edit, name="scenario-new"),
     path("scenarios/preview/", views.scenario_preview, name="scenario-preview"),
@@ -28,9 +29,12 @@ urlpatterns = [
     path("reports/new/", views.report_new, name="report-new"),
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reevaluations/", views.reevaluations, name="reevaluations"),
+    path("runs/<int:pk>/export/", run_page.run_export, name="run-export"),
     path("fabric/", fabric_views.fabric, name="fabric"),
     path("fabric/runs/<int:pk>/", fabric_views.fabric_run, name="fabric-run"),
     path("capacity/", capacity.capacity_plans, name="capacity-plans"),
     path("capacity/<int:pk>/run/", capacity.capacity_plan_run, name="capacity-plan-run"),
     path("capacity/runs/<int:pk>/", capacity.capacity_run, name="capacity-run"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]
