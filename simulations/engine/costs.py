@@ -72,8 +72,17 @@ def _check_value(value: Any, field: str, minimum: float, strict: bool) -> FloatL
         return check_number(value, field, lo=minimum, lo_open=strict)
 
 
-def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = None) -> CostParams:
-    """Validate the ``costs`` section (ranges already replaced by numbers or arrays) and fill defaults."""
+def cooling_of(server: Mapping[str, Any] | None) -> str:
+    """``air`` or ``liquid``: the cooling a server item needs (``specs.cooling``; air when unsaid)."""
+    return str(((server or {}).get("specs") or {}).get("cooling", "air"))
+
+
+def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = None,
+                  cooling: str = "air") -> CostParams:
+    """Validate the ``costs`` section (ranges already replaced by numbers or arrays) and fill defaults.
+
+    ``cooling`` (the server's, :func:`cooling_of`) picks the facility's default PUE when ``costs.pue`` is not
+    given: liquid-cooled racks run in liquid-cooled halls with a lower PUE (``pue_by_cooling``)."""
     costs = costs or {}
     if not isinstance(costs, Mapping):
         raise _err("costs", "must be an object")
@@ -89,8 +98,12 @@ def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = Non
         raise _err(exc.field, exc.message) from exc
     fspecs = facility.get("specs") or {}
     values: dict[str, FloatLike] = {}
+    defaults = dict(fspecs)
+    by_cooling = fspecs.get("pue_by_cooling") or {}
+    if cooling in by_cooling:
+        defaults["pue"] = by_cooling[cooling]
     for name, (minimum, strict) in NUMERIC_COSTS.items():
-        raw = costs.get(name, fspecs.get(name, 0.0))
+        raw = costs.get(name, defaults.get(name, 0.0))
         values[name] = _check_value(raw, f"costs.{name}", minimum, strict)
     util = values["avg_utilization"]
     if np.any(np.asarray(util) > 1.0):

@@ -36,7 +36,7 @@ from simulations.engine.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_w
 from simulations.engine.budget import checkpoint
 from simulations.engine.catalog import Catalog, get_item, items_of_kind
 from simulations.engine.costing import evaluate, perf_point
-from simulations.engine.costs import CostParams, resolve_costs
+from simulations.engine.costs import CostParams, cooling_of, resolve_costs
 from simulations.engine.fabric import FabricError, switch_radix
 from simulations.engine.ranges import (  # noqa: F401 - re-exported (public names of this module before the split)
     DISTRIBUTIONS,
@@ -52,6 +52,7 @@ from simulations.engine.ranges import (  # noqa: F401 - re-exported (public name
     parse_range,
     set_path,
 )
+from simulations.engine.scenario import parse_scenario
 
 MAX_PERF_POINTS = bounds.MAX_PERF_POINTS  # distinct performance points of one Monte Carlo
 
@@ -96,7 +97,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     for name, r in ranges.items():
         if not r.affects_performance:
             set_path(cost_doc, r.path[1:], draws[name])
-    params = resolve_costs(cost_doc, catalog)
+    params = resolve_costs(cost_doc, catalog, cooling=_cooling(base, catalog, base_point))
 
     perf_ranges = [ranges[n] for n in sorted(ranges) if ranges[n].affects_performance]
     if perf_ranges:
@@ -177,6 +178,15 @@ def _point_value(r: Range, x: float, rates: list[float]) -> float | int:
     return r.value(x)
 
 
+def _cooling(doc: Mapping[str, Any], catalog: Catalog | None, point: Any = None) -> str:
+    """The cooling of the scenario's server (the parsed scenario's, or the base point's when given)."""
+    if point is not None:
+        return cooling_of(point.server_item)
+    s = parse_scenario(doc, catalog)
+    return cooling_of(get_item(s.fabric.server, "server", "costs.server", catalog)) if s.fabric and s.fabric.server \
+        else "air"
+
+
 def pin_hardware(doc: dict[str, Any], point: Any) -> None:
     """Keep the likely scenario's switch and NIC models while performance inputs vary, as far as they can carry
     the point's NIC line rate; a rate they cannot carry takes the default NIC / switch for that speed."""
@@ -227,7 +237,11 @@ def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalo
         spec_range = (fspecs.get("ranges") or {}).get(name)
         if name in costs or not spec_range:
             continue
-        likely = float(fspecs.get(name, spec_range[1]))
+        if name == "pue" and cooling_of(base_point.server_item) == "liquid":
+            spec_range = (fspecs.get("ranges") or {}).get("pue_liquid") or spec_range
+            likely = float((fspecs.get("pue_by_cooling") or {}).get("liquid", spec_range[1]))
+        else:
+            likely = float(fspecs.get(name, spec_range[1]))
         add(("costs", name), float(spec_range[0]), likely, float(spec_range[2]),
             integer=name == "depreciation_years")
     goodput = costs.get("goodput") or {}
@@ -244,7 +258,8 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
     """One-at-a-time swings of $ per run, largest first."""
     ranges = find_ranges(scenario) if ranges is None else ranges
     base = likely_scenario(scenario, ranges)
-    base_params = resolve_costs(base.get("costs"), catalog)
+    cooling = _cooling(base, catalog, base_point)
+    base_params = resolve_costs(base.get("costs"), catalog, cooling=cooling)
     point = base_point if base_point is not None else perf_point(base, catalog, base_params)
     rates = line_rates(catalog)
     inputs: dict[str, tuple[Range, str]] = {n: (r, "scenario") for n, r in ranges.items()}
@@ -257,7 +272,7 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
         set_path(doc, r.path, value)
         if r.affects_performance:
             pin_hardware(doc, point)
-        params = resolve_costs(doc.get("costs"), catalog)
+        params = resolve_costs(doc.get("costs"), catalog, cooling=cooling)
         pt = perf_point(doc, catalog, params) if r.affects_performance else point
         _, summary, _ = evaluate(pt, params, catalog)
         return float(np.asarray(summary["run_cost_usd"]))

@@ -170,3 +170,23 @@ def test_an_nvl72_rack_fails_like_its_18_hosts() -> None:
     assert rack["host"] == pytest.approx(288 * rel.rates["host"])
     assert hgx["host"] == pytest.approx(144 * rel.rates["host"])
     assert rack["software"] == pytest.approx(2 * hgx["software"])
+
+
+def test_liquid_cooled_racks_default_to_a_liquid_cooled_hall_pue() -> None:
+    """Without costs.pue, a liquid-cooled NVL72 rack is powered at the liquid-cooled PUE (1.18), an HGX server at
+    the air default (1.3); an explicit costs.pue wins; the sensitivity range follows the cooling."""
+    from simulations.engine.catalog import default_catalog
+
+    fac = default_catalog()["FACILITY-DEFAULT"]["specs"]
+    rack = parse_scenario(gb300_dense())
+    assert rack.cost_params is not None and rack.cost_params.values["pue"] == fac["pue_by_cooling"]["liquid"]
+    hgx_doc = gb300_dense()
+    hgx_doc["cluster"].update(gpu="B300", gpus_per_node=8)
+    hgx = parse_scenario(hgx_doc)
+    assert hgx.cost_params is not None and hgx.cost_params.values["pue"] == fac["pue"]
+    pinned = gb300_dense()
+    pinned["costs"] = {"pue": 1.4}
+    assert parse_scenario(pinned).cost_params.values["pue"] == 1.4  # type: ignore[union-attr]
+    rows = tco(gb300_dense(), sensitivity=True)["sensitivity"]
+    pue = next(r for r in rows if r["input"] == "costs.pue")
+    assert (pue["low_value"], pue["likely_value"], pue["high_value"]) == tuple(fac["ranges"]["pue_liquid"])
