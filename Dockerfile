@@ -28,6 +28,7 @@ RUN groupadd --system --gid 10001 app \
 COPY pyproject.toml README.md* ./
 COPY manage.py ./
 COPY planner ./planner
+COPY core ./core
 COPY accounts ./accounts
 COPY planning ./planning
 COPY portal ./portal

@@ -36,7 +36,8 @@ test-integration: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy planner accounts planning simulations portal
+	$(VENV)/bin/mypy planner core accounts planning simulations portal
+	$(VENV)/bin/lint-imports
 
 bench: install
 	$(PY) benchmarks/run_all.py

@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.roles import Role, role_allows
+from accounts.visibility import TeamQuerySet
 
 TOKEN_PREFIX = "fp_"
 
@@ -33,6 +34,9 @@ class Team(models.Model):
     webhook_secret = models.CharField(max_length=128, blank=True)
 
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+
+    team_path = "id"  # the visibility rule: a team is visible to its members
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering: ClassVar = ["name"]
@@ -59,7 +63,7 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+class ApiTokenQuerySet(TeamQuerySet):
     def active(self) -> ApiTokenQuerySet:
         return self.filter(revoked_at__isnull=True)
 

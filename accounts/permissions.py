@@ -54,7 +54,8 @@ class TeamScopedViewSetMixin(generics.GenericAPIView):
     write_capability = Capability.PLAN
 
     def scope_queryset(self, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(team_id__in=visible_team_ids(self.request, Capability.READ))
+        """The one visibility rule (``Model.objects.for_request``), for reads; writes check capabilities."""
+        return queryset.for_request(self.request, Capability.READ)  # type: ignore[attr-defined]
 
     def get_queryset(self) -> QuerySet:
         return self.scope_queryset(super().get_queryset())

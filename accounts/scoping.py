@@ -1,9 +1,8 @@
-"""Team scoping: the one place that decides which teams a request may see or change.
+"""Team scoping: roles in a team, the active team for new objects, and the team-owned model base.
 
-Every planning object inherits :class:`TeamOwnedModel`; every API viewset and portal view reads through
-:func:`visible_team_ids` / :meth:`TeamQuerySet.for_request` and checks writes with
-:func:`require_capability`. Objects of other teams are filtered out of querysets, so they answer 404 —
-their existence is not leaked.
+Reads go through the one visibility rule, ``Model.objects.for_request(request, capability)``
+(:mod:`accounts.visibility`, re-exported here); writes are checked with :func:`require_capability`.
+Objects of other teams are filtered out of querysets, so they answer 404 — their existence is not leaked.
 """
 
 from __future__ import annotations
@@ -13,47 +12,25 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import models
 from django.http import HttpRequest
-from rest_framework import exceptions
 
-from accounts.models import ApiToken, Membership, Team
+from accounts.models import Team
 from accounts.roles import Capability, role_allows
+from accounts.visibility import TeamQuerySet, as_request, memberships, request_token, visible_team_ids
+from core.errors import PermissionDenied
 
 SESSION_TEAM_KEY = "active_team_id"
 
-
-def _memberships(user: Any) -> list[Membership]:
-    if not getattr(user, "is_authenticated", False):
-        return []
-    cache = getattr(user, "_fp_memberships", None)
-    if cache is None:
-        cache = list(Membership.objects.filter(user=user).select_related("team"))
-        user._fp_memberships = cache
-    return cache
-
-
-def request_token(request: Any) -> ApiToken | None:
-    auth = getattr(request, "auth", None)
-    return auth if isinstance(auth, ApiToken) else None
-
-
-def visible_team_ids(request: Any, capability: str = Capability.READ) -> list[int]:
-    """Teams whose objects this request may act on with ``capability``.
-
-    A token is confined to its own team; a session user sees every team they belong to.
-    """
-    user = getattr(request, "user", None)
-    token = request_token(request)
-    ids = [m.team_id for m in _memberships(user) if role_allows(m.role, capability)]
-    if token is not None:
-        ids = [i for i in ids if i == token.team_id]
-    return ids
+__all__ = [
+    "SESSION_TEAM_KEY", "AuditedModel", "TeamOwnedModel", "TeamQuerySet", "active_team", "as_request", "has_capability",
+    "portal_request_teams", "request_token", "require_capability", "role_in", "visible_team_ids",
+]
 
 
 def role_in(request: Any, team_id: int | None) -> str | None:
     token = request_token(request)
     if token is not None and token.team_id != team_id:
         return None
-    for m in _memberships(getattr(request, "user", None)):
+    for m in memberships(getattr(request, "user", None)):
         if m.team_id == team_id:
             return m.role
     return None
@@ -66,7 +43,7 @@ def has_capability(request: Any, team_id: int | None, capability: str) -> bool:
 
 def require_capability(request: Any, team_id: int | None, capability: str) -> None:
     if not has_capability(request, team_id, capability):
-        raise exceptions.PermissionDenied(f"Your role in this team does not allow '{capability}'.")
+        raise PermissionDenied(f"Your role in this team does not allow '{capability}'.")
 
 
 def active_team(request: Any, capability: str = Capability.READ) -> Team | None:
@@ -74,7 +51,7 @@ def active_team(request: Any, capability: str = Capability.READ) -> Team | None:
     token = request_token(request)
     if token is not None:
         return token.team if has_capability(request, token.team_id, capability) else None
-    all_memberships = _memberships(getattr(request, "user", None))
+    all_memberships = memberships(getattr(request, "user", None))
     wanted = None
     header = getattr(request, "headers", {}).get("X-Team") if hasattr(request, "headers") else None
     if header:
@@ -92,14 +69,6 @@ def active_team(request: Any, capability: str = Capability.READ) -> Team | None:
             return None
     capable = [m for m in all_memberships if role_allows(m.role, capability)]
     return capable[0].team if capable else None
-
-
-class TeamQuerySet(models.QuerySet):
-    def for_request(self, request: Any, capability: str = Capability.READ) -> TeamQuerySet:
-        return self.filter(team_id__in=visible_team_ids(request, capability))
-
-    def for_team(self, team: Team | int) -> TeamQuerySet:
-        return self.filter(team=team)
 
 
 class AuditedModel(models.Model):
@@ -131,4 +100,4 @@ class TeamOwnedModel(AuditedModel):
 
 
 def portal_request_teams(request: HttpRequest) -> list[Team]:
-    return [m.team for m in _memberships(request.user)]
+    return [m.team for m in memberships(request.user)]

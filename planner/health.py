@@ -9,6 +9,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
+from planner.celery import app
+
 logger = logging.getLogger(__name__)
 
 
@@ -28,8 +30,6 @@ def check_database() -> str | None:
 
 
 def check_broker() -> str | None:
-    from planner.celery import app
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import uuid
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from core.context import current_request_id
+from core.context import request_id as _request_id
 from simulations import limits
 from simulations.engine.budget import BudgetExceeded, work_budget
 
-_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
-
-
-def current_request_id() -> str:
-    return _request_id.get()
+__all__ = ["RequestIdLogFilter", "RequestIdMiddleware", "WorkBudgetMiddleware", "current_request_id"]
 
 
 class RequestIdMiddleware:

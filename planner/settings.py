@@ -25,7 +25,31 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FP_VAR_DIR") or BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-env = environ.Env()
+
+
+class Env(environ.Env):
+    """django-environ's typed getters (``env.bool``, ``env.int``, ``env.float``, ``env.str``), made strict: a
+    malformed value stops the start with an error naming the variable (never a silent False), and an empty
+    variable counts as unset."""
+
+    BOOLEAN_FALSE_STRINGS = ("false", "off", "no", "n", "0")
+
+    def get_value(self, var: str, cast: Any = None, default: Any = environ.Env.NOTSET, parse_default: bool = False) -> Any:
+        raw = self.ENVIRON.get(var)
+        if raw is not None and raw.strip() == "" and default is not environ.Env.NOTSET:
+            return default
+        if cast is bool and raw is not None:
+            words = raw.strip().lower()
+            if words not in self.BOOLEAN_TRUE_STRINGS and words not in self.BOOLEAN_FALSE_STRINGS:
+                raise ImproperlyConfigured(f"{var}: expected a boolean (true/false/1/0), got {raw!r}")
+        try:
+            return super().get_value(var, cast=cast, default=default, parse_default=parse_default)
+        except ValueError:
+            kind = {int: "an integer", float: "a number"}.get(cast, "a valid value")
+            raise ImproperlyConfigured(f"{var}: expected {kind}, got {raw!r}") from None
+
+
+env = Env()
 
 DJANGO_ENV = env.str("DJANGO_ENV", default="development")
 if DJANGO_ENV not in ("development", "production", "test"):
@@ -33,43 +57,22 @@ if DJANGO_ENV not in ("development", "production", "test"):
 PRODUCTION = DJANGO_ENV == "production"
 
 
-def _bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ImproperlyConfigured(f"{name}: expected a boolean (true/false/1/0), got {raw!r}")
-
-
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}: expected an integer, got {raw!r}") from None
-
-
 # --- Core -------------------------------------------------------------------------------------------
 if PRODUCTION:
-    SECRET_KEY = os.environ.get("SECRET_KEY", "")
+    SECRET_KEY = env.str("SECRET_KEY", default="")
     if len(SECRET_KEY) < 50:
         raise ImproperlyConfigured(
             "SECRET_KEY: required in production (DJANGO_ENV=production), at least 50 random characters"
         )
 else:
-    SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-insecure-" + "x" * 50
+    SECRET_KEY = env.str("SECRET_KEY", default="") or "dev-insecure-" + "x" * 50
 
-DEBUG = _bool("DEBUG", default=not PRODUCTION)
-_hosts = os.environ.get("ALLOWED_HOSTS", "")
+DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+_hosts = env.str("ALLOWED_HOSTS", default="")
 if PRODUCTION and not _hosts:
     raise ImproperlyConfigured("ALLOWED_HOSTS: required in production (comma-separated host names)")
 ALLOWED_HOSTS = [h.strip() for h in _hosts.split(",") if h.strip()] or ["127.0.0.1", "localhost", "testserver"]
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in env.str("CSRF_TRUSTED_ORIGINS", default="").split(",") if o.strip()]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -105,6 +108,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    "portal.middleware.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "planner.urls"
@@ -141,7 +145,7 @@ if os.environ.get("DATABASE_URL"):
         raise ImproperlyConfigured(
             f"DATABASE_URL: unsupported scheme {_scheme!r} (use postgres://user@host:port/name)"
         )
-    _db.setdefault("CONN_MAX_AGE", _int("CONN_MAX_AGE", 60))
+    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
     DATABASES = {"default": _db}
 else:
@@ -157,7 +161,7 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache (rate limits, locks) ----------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("REDIS_URL: must start with redis://, rediss:// or unix://")
 if REDIS_URL:
@@ -183,8 +187,8 @@ if REDIS_URL:
     CELERY_RESULT_BACKEND = REDIS_URL
     BROKER_KIND = "redis"
 else:
-    CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
-    CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or f"db+sqlite:///{VAR_DIR / 'celery-results.sqlite3'}"
+    CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
+    CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or f"db+sqlite:///{VAR_DIR / 'celery-results.sqlite3'}"
     BROKER_KIND = "embedded"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
@@ -192,15 +196,15 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = _int("CELERY_TASK_TIME_LIMIT", 900)
-CELERY_TASK_SOFT_TIME_LIMIT = _int("CELERY_TASK_SOFT_TIME_LIMIT", 840)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=900)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=840)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if REDIS_URL:
     # With acks_late, a message not acked within the visibility timeout is redelivered (Redis transport).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_TASK_ALWAYS_EAGER = _bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
 
@@ -222,7 +226,7 @@ STORAGES = {
         )
     },
 }
-DATA_UPLOAD_MAX_MEMORY_SIZE = _int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 
 # --- REST framework -----------------------------------------------------------------------------------
@@ -251,8 +255,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "planner.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
-        "login": os.environ.get("THROTTLE_LOGIN", "10/min"),
-        "token": os.environ.get("THROTTLE_TOKEN", "20/min"),
+        "token": env.str("THROTTLE_TOKEN", default="20/min"),
     },
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
@@ -285,8 +288,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = _int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -312,8 +315,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- Logging (JSON in production) ---------------------------------------------------------------------
-LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
-LOG_JSON = _bool("LOG_JSON", PRODUCTION)
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_JSON = env.bool("LOG_JSON", default=PRODUCTION)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -337,15 +340,15 @@ LOGGING = {
 }
 
 # --- Fabric Planner -----------------------------------------------------------------------------------
-FP_DEMO_PASSWORD = os.environ.get("FP_DEMO_PASSWORD", "fabric-demo-2026")
-FP_RUN_STUCK_AFTER_S = _int("FP_RUN_STUCK_AFTER_S", 900)  # the run lease; > FP_RUN_TIME_LIMIT_S (checked)
+FP_DEMO_PASSWORD = env.str("FP_DEMO_PASSWORD", default="fabric-demo-2026")
+FP_RUN_STUCK_AFTER_S = env.int("FP_RUN_STUCK_AFTER_S", default=900)  # the run lease; > FP_RUN_TIME_LIMIT_S (checked)
 # Time limits (simulations/limits.py checks them at start-up; docs/security.md "time budgets")
-FP_WEB_TIMEOUT_S = _int("FP_WEB_TIMEOUT_S", 30)  # gunicorn --timeout (its default)
-FP_WEB_ENGINE_BUDGET_S = float(os.environ.get("FP_WEB_ENGINE_BUDGET_S", "5"))  # engine work per web request
-FP_RUN_SOFT_TIME_LIMIT_S = _int("FP_RUN_SOFT_TIME_LIMIT_S", 300)  # Celery soft limit of one run
-FP_RUN_TIME_LIMIT_S = _int("FP_RUN_TIME_LIMIT_S", 330)  # Celery hard limit of one run
-FP_RUN_BUDGET_S = float(os.environ.get("FP_RUN_BUDGET_S", "0")) or (  # the run's cooperative budget
+FP_WEB_TIMEOUT_S = env.int("FP_WEB_TIMEOUT_S", default=30)  # gunicorn --timeout (its default)
+FP_WEB_ENGINE_BUDGET_S = env.float("FP_WEB_ENGINE_BUDGET_S", default=5.0)  # engine work per web request
+FP_RUN_SOFT_TIME_LIMIT_S = env.int("FP_RUN_SOFT_TIME_LIMIT_S", default=300)  # Celery soft limit of one run
+FP_RUN_TIME_LIMIT_S = env.int("FP_RUN_TIME_LIMIT_S", default=330)  # Celery hard limit of one run
+FP_RUN_BUDGET_S = env.float("FP_RUN_BUDGET_S", default=0.0) or (  # the run's cooperative budget
     FP_RUN_SOFT_TIME_LIMIT_S - min(30, FP_RUN_SOFT_TIME_LIMIT_S / 4))
-FP_MAX_SWEEP_RUNS = _int("FP_MAX_SWEEP_RUNS", 512)
+FP_MAX_SWEEP_RUNS = env.int("FP_MAX_SWEEP_RUNS", default=512)
 # Team webhooks may target private/loopback addresses only outside production (local receivers in dev/tests).
-FP_WEBHOOK_ALLOW_PRIVATE = _bool("FP_WEBHOOK_ALLOW_PRIVATE", not PRODUCTION)
+FP_WEBHOOK_ALLOW_PRIVATE = env.bool("FP_WEBHOOK_ALLOW_PRIVATE", default=not PRODUCTION)

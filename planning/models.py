@@ -14,25 +14,18 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.models import Team
-from accounts.roles import Capability
-from accounts.scoping import AuditedModel, TeamOwnedModel, visible_team_ids
+from accounts.scoping import AuditedModel, TeamOwnedModel
+from accounts.visibility import TeamQuerySet
+from simulations.engine.scenario import FABRICS, TOPOLOGIES
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
-FABRICS = ("infiniband", "roce", "ethernet")
-TOPOLOGIES = ("fat-tree", "rail-optimized", "dragonfly", "torus")
+# One definition of each enum: the engine's scenario model (what a cluster can be). Not copied here.
+FABRIC_CHOICES = [(f, f) for f in FABRICS]
+TOPOLOGY_CHOICES = [(t, t) for t in TOPOLOGIES]
 
 
 # --- Catalogs ------------------------------------------------------------------------------------------
-class CatalogQuerySet(models.QuerySet["Catalog"]):
-    def for_request(self, request: Any, capability: str = Capability.READ) -> CatalogQuerySet:
-        """Global catalogs (team NULL) are readable by all; team catalogs by their teams."""
-        teams = visible_team_ids(request, capability)
-        if capability == Capability.READ:
-            return self.filter(Q(team__isnull=True) | Q(team_id__in=teams))
-        return self.filter(team_id__in=teams)
-
-
 class Catalog(AuditedModel):
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
@@ -44,7 +37,10 @@ class Catalog(AuditedModel):
         "CatalogVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
-    objects = CatalogQuerySet.as_manager()
+    # the visibility rule (accounts.visibility): team catalogs for their teams, the global one readable by all
+    team_path = "team"
+    public_rows = Q(team__isnull=True)
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering: ClassVar = ["name", "id"]
@@ -72,6 +68,10 @@ class CatalogVersion(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    team_path = "catalog__team"
+    public_rows = Q(catalog__team__isnull=True)
+    objects = TeamQuerySet.as_manager()
+
     class Meta:
         ordering: ClassVar = ["catalog_id", "-number"]
         constraints: ClassVar = [
@@ -95,6 +95,10 @@ class CatalogItem(models.Model):
     power_w = models.FloatField(null=True, blank=True)
     specs = models.JSONField(default=dict, blank=True)
     source = models.TextField(blank=True)
+
+    team_path = "version__catalog__team"
+    public_rows = Q(version__catalog__team__isnull=True)
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering: ClassVar = ["kind", "key"]
@@ -130,8 +134,8 @@ class Fleet(TeamOwnedModel):
     gpus_per_node = models.PositiveIntegerField(default=8)
     nics_per_node = models.PositiveIntegerField(default=8)
     nic_gbps = models.PositiveIntegerField(default=400)
-    fabric = models.CharField(max_length=32, default="infiniband")
-    topology = models.CharField(max_length=32, default="fat-tree")
+    fabric = models.CharField(max_length=32, default="infiniband", choices=FABRIC_CHOICES)
+    topology = models.CharField(max_length=32, default="fat-tree", choices=TOPOLOGY_CHOICES)
     oversubscription = models.FloatField(default=1.0)
     in_service_date = models.DateField(null=True, blank=True)
     notes = models.TextField(blank=True)
@@ -223,6 +227,10 @@ class ObjectChange(models.Model):
     prechange = models.JSONField(null=True, blank=True)
     postchange = models.JSONField(null=True, blank=True)
     diff = models.JSONField(default=dict, blank=True)
+
+    # the teams' own history, plus the global catalog's (readable by all)
+    public_rows = Q(team__isnull=True, object_type="catalog")
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering: ClassVar = ["-time", "-id"]

@@ -1,14 +1,13 @@
-"""Planning selectors: reads scoped to what the request (or user) may see."""
+"""Planning selectors: reads scoped by the one visibility rule (``Model.objects.for_request``) to what
+the request (or user) may see."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
-from accounts.roles import Capability
-from accounts.scoping import visible_team_ids
 from planning.models import (
     Catalog,
     CatalogItem,
@@ -18,45 +17,25 @@ from planning.models import (
     Scenario,
     Workload,
 )
-
-
-class _UserRequest:
-    """Adapter so selectors accept a user as well as a request."""
-
-    def __init__(self, user: Any) -> None:
-        self.user = user
-        self.auth = None
-
-
-def _req(request_or_user: Any) -> Any:
-    return request_or_user if hasattr(request_or_user, "user") else _UserRequest(request_or_user)
-
-
-def _teams(request_or_user: Any, capability: str = Capability.READ) -> list[int]:
-    return visible_team_ids(_req(request_or_user), capability)
+from simulations.engine.catalog import default_catalog
 
 
 def catalog_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Catalog]:
-    teams = _teams(request_or_user)
-    qs = Catalog.objects.filter(Q(team__isnull=True) | Q(team_id__in=teams)).select_related("team", "forked_from")
+    qs = Catalog.objects.for_request(request_or_user).select_related("team", "forked_from")
     if filters and filters.get("team"):
         qs = qs.filter(team__slug=filters["team"])
     return qs
 
 
 def catalog_version_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[CatalogVersion]:
-    teams = _teams(request_or_user)
-    qs = CatalogVersion.objects.filter(Q(catalog__team__isnull=True) | Q(catalog__team_id__in=teams))
+    qs = CatalogVersion.objects.for_request(request_or_user)
     if filters and filters.get("catalog"):
         qs = qs.filter(catalog_id=filters["catalog"])
     return qs.select_related("catalog")
 
 
 def catalog_item_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[CatalogItem]:
-    teams = _teams(request_or_user)
-    qs = CatalogItem.objects.filter(
-        Q(version__catalog__team__isnull=True) | Q(version__catalog__team_id__in=teams)
-    ).select_related("version__catalog")
+    qs = CatalogItem.objects.for_request(request_or_user).select_related("version__catalog")
     for key in ("version", "kind", "key"):
         if filters and filters.get(key):
             qs = qs.filter(**{f"{key}_id" if key == "version" else key: filters[key]})
@@ -64,18 +43,18 @@ def catalog_item_list(request_or_user: Any, filters: Mapping[str, Any] | None = 
 
 
 def fleet_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Fleet]:
-    qs = Fleet.objects.filter(team_id__in=_teams(request_or_user))
+    qs = Fleet.objects.for_request(request_or_user)
     if filters and filters.get("site"):
         qs = qs.filter(site=filters["site"])
     return qs
 
 
 def workload_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Workload]:
-    return Workload.objects.filter(team_id__in=_teams(request_or_user))
+    return Workload.objects.for_request(request_or_user)
 
 
 def scenario_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Scenario]:
-    qs = Scenario.objects.filter(team_id__in=_teams(request_or_user)).select_related(
+    qs = Scenario.objects.for_request(request_or_user).select_related(
         "fleet", "workload", "catalog", "pinned_version"
     )
     if filters and "watched" in filters:
@@ -85,8 +64,7 @@ def scenario_list(request_or_user: Any, filters: Mapping[str, Any] | None = None
 
 def change_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[ObjectChange]:
     """Change history of the teams' objects (and of the global catalog)."""
-    teams = _teams(request_or_user)
-    qs = ObjectChange.objects.filter(Q(team_id__in=teams) | Q(team__isnull=True, object_type="catalog"))
+    qs = ObjectChange.objects.for_request(request_or_user)
     if filters:
         if filters.get("object_type"):
             qs = qs.filter(object_type=filters["object_type"])
@@ -99,6 +77,5 @@ def catalog_items_for_display(version: Any) -> list[dict[str, Any]]:
     """Items of a catalog version in engine form; the built-in default catalog before it is loaded."""
     if version is not None:
         return [i.as_engine_item() for i in version.items.all()]
-    from simulations.engine.catalog import default_catalog
 
     return list(default_catalog().values())

@@ -12,6 +12,11 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from portal.panels import result_fits
+from simulations import metrics as registry
+from simulations import reports
+from simulations.metrics import dig
+
 BREAKDOWN_LABELS = {
     "compute": "Compute", "tp_comm": "TP comm", "cp_comm": "CP comm", "ep_comm": "EP comm", "pp_comm": "PP comm",
     "pp_bubble": "Pipeline bubble", "dp_comm_exposed": "DP comm (exposed)", "optimizer": "Optimizer",
@@ -22,38 +27,11 @@ CATEGORY_LABELS = {
 }
 FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)", "ethernet": "Ethernet"}
 
-# metric path -> (label, format, lower_is_better)
+# Headline figures, labels, formats and "better" directions come from the metric registry (simulations.metrics):
+# (path, label, format, lower_is_better) for the cards and the comparison table.
 HEADLINE_METRICS: list[tuple[str, str, str, bool | None]] = [
-    ("performance.step_time_s", "Step time", "s", True),
-    ("performance.mfu", "MFU", "pct", False),
-    ("performance.network_wait_fraction", "Network wait", "pct", True),
-    ("performance.tokens_per_s", "Tokens / s", "num", False),
-    ("performance.time_to_train_days", "Time to train", "days", True),
-    ("tco.run_days", "Wall-clock run (with failures)", "days", True),
-    ("tco.run_cost_usd", "$ per run", "usd", True),
-    ("tco.usd_per_million_tokens", "$ per million tokens", "usd4", True),
-    ("tco.usd_per_gpu_hour", "$ per GPU-hour", "usd2", True),
-    ("tco.capex_usd", "Capex", "usd", True),
-    ("tco.network_capex_usd", "Network capex", "usd", True),
-    ("tco.network_share_of_capex", "Network share of capex", "pct", None),
-    ("tco.annual_tco_usd", "Annual TCO", "usd", True),
-    ("tco.network_share_of_tco", "Network share of TCO", "pct", None),
-    ("tco.stranded_usd_per_year", "Stranded $/yr (network wait)", "usd", True),
-    ("goodput.effective_training_fraction", "Goodput", "pct", False),
-    ("fabric.switches.total", "Switches", "num", True),
+    (m.path, m.label, m.format, m.lower_is_better) for m in registry.HEADLINE
 ]
-# The same metrics as stored by predict/search runs (no "performance." prefix).
-PERF_ALIASES = {"performance.step_time_s": "step_time_s", "performance.mfu": "mfu",
-                "performance.network_wait_fraction": "network_wait_fraction",
-                "performance.tokens_per_s": "tokens_per_s", "performance.time_to_train_days": "time_to_train_days"}
-
-
-def dig(node: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _f(v: Any) -> float | None:
@@ -71,17 +49,18 @@ def performance_of(result: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def metric(result: Mapping[str, Any] | None, path: str) -> float | None:
-    value = _f(dig(result or {}, path))
-    if value is None and path in PERF_ALIASES:
-        value = _f(dig(result or {}, PERF_ALIASES[path]))
-    return value
+    """A figure of a stored result by path (``performance.mfu`` also finds a predict run's ``mfu``)."""
+    return registry.value(result, path)
 
 
-def cluster_summary(scenario: Any) -> str:
+def cluster_summary(scenario: Any, server_gpus: Mapping[str, Any] | None = None) -> str:
+    """``1,024 × H100-SXM · 400G InfiniBand · fat-tree``; a fleet's GPU comes from its server model
+    (``server_gpus``: catalog server key → GPU key)."""
     c = dict(scenario.cluster or {})
     if scenario.fleet_id and scenario.fleet is not None:
         f = scenario.fleet
-        c = {"gpus": f.gpus, "nic_gbps": f.nic_gbps, "fabric": f.fabric, "topology": f.topology, **c}
+        gpu = (server_gpus or {}).get(f.server_model) or f.server_model
+        c = {"gpus": f.gpus, "gpu": gpu, "nic_gbps": f.nic_gbps, "fabric": f.fabric, "topology": f.topology, **c}
     parts = []
     if c.get("gpus"):
         parts.append(f"{int(c['gpus']):,} × {c.get('gpu', 'GPU')}")
@@ -138,20 +117,23 @@ def run_axes(run: Any) -> dict[str, Any]:
 
 
 def run_label(run: Any) -> str:
-    return f"#{run.pk} {run.label or run.kind}".strip()
+    label = f"#{run.pk} {run.label or run.kind}".strip()
+    return label + " (does not fit)" if result_fits(getattr(run, "result", None)) is False else label
 
 
 # --- comparison table ------------------------------------------------------------------------------------
 def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
     """Headline metrics side by side with deltas vs the baseline (values from ``reports.compare_runs``)."""
-    from simulations import reports
-
     data = reports.compare_runs(runs=list(runs), baseline=baseline)
     by_metric = {row["metric"]: row for row in data["rows"]}
     columns = data["columns"]
+    fits_by_run = {r.pk: result_fits(r.result) for r in runs}
+    for col in columns:
+        col["fits"] = fits_by_run.get(col["run"])
     rows = []
     for path, label, fmt, lower_better in HEADLINE_METRICS:
-        key = path if path in by_metric else PERF_ALIASES.get(path)
+        spec = registry.get(path)
+        key = next((p for p in (spec.paths if spec else (path,)) if p in by_metric), None)
         row = by_metric.get(key or "")
         if row is None:
             continue
@@ -160,14 +142,20 @@ def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
             rid = str(col["run"])
             value = row["values"].get(rid)
             pct = row["delta_pct"].get(rid) if not col["baseline"] else None
+            delta = row["delta"].get(rid) if not col["baseline"] else None
             tone = ""
             if pct is not None and lower_better is not None and abs(pct) >= 0.05:
                 better = pct < 0 if lower_better else pct > 0
                 tone = "delta-good" if better else "delta-bad"
-            cells.append({"value": value, "delta": row["delta"].get(rid), "delta_pct": pct, "tone": tone,
-                          "baseline": col["baseline"]})
+            if fmt == "pct":  # a share moves in percentage points: 5.0% -> 6.8% is +1.8 pt, not +36%
+                text = f"{delta * 100:+.1f} pt" if delta is not None else ""
+            else:
+                text = f"{pct:+.1f}%" if pct is not None else ""
+            cells.append({"value": value, "delta": delta, "delta_pct": pct, "delta_text": text, "tone": tone,
+                          "baseline": col["baseline"], "fits": col.get("fits")})
         rows.append({"metric": key, "label": label, "format": fmt, "cells": cells})
-    return {"columns": columns, "rows": rows, "metric_count": len(data["rows"])}
+    nofit = [c["label"] for c in columns if c.get("fits") is False]
+    return {"columns": columns, "rows": rows, "metric_count": len(data["rows"]), "nofit": nofit}
 
 
 # --- charts ----------------------------------------------------------------------------------------------
@@ -295,13 +283,8 @@ def export_response(reports: Any, *, runs: Sequence[Any], baseline: Any, fmt: st
     return response
 
 
-REEVAL_HEADLINES = [
-    ("tco.annual_tco_usd", "Annual TCO", "usd"), ("tco.run_cost_usd", "$ per run", "usd"),
-    ("tco.usd_per_million_tokens", "$ per million tokens", "usd4"), ("tco.capex_usd", "Capex", "usd"),
-    ("performance.step_time_s", "Step time", "s"), ("performance.mfu", "MFU", "pct"),
-    ("performance.time_to_train_days", "Time to train", "days"),
-    ("step_time_s", "Step time", "s"), ("mfu", "MFU", "pct"), ("time_to_train_days", "Time to train", "days"),
-]
+# A re-evaluation shows the headline metrics that moved first (either path of each), then the largest other moves.
+REEVAL_HEADLINES = [(p, m.label, m.format) for m in registry.HEADLINE for p in m.paths]
 
 
 def reevaluation_changes(changes: Mapping[str, Any] | None, limit: int = 8) -> list[dict[str, Any]]:
@@ -318,5 +301,47 @@ def reevaluation_changes(changes: Mapping[str, Any] | None, limit: int = 8) -> l
         key=lambda pc: -abs(pc[1].get("delta_pct") or 0.0),
     )
     for path, c in others[: max(0, limit - len(rows))]:
-        rows.append({"metric": path, "label": path, "format": "num", **c})
+        rows.append({"metric": path, "label": metric_label(path), "format": metric_format(path), **c})
+    for row in rows:
+        if row["format"] == "pct" and isinstance(row.get("delta"), int | float):
+            row["change_text"] = f"{row['delta'] * 100:+.1f} pt"
+        elif isinstance(row.get("delta_pct"), int | float):
+            row["change_text"] = f"{row['delta_pct']:+.1f}%"
+        else:
+            row["change_text"] = "—"
     return rows
+
+
+
+
+def metric_label(path: str) -> str:
+    """A readable name for a result path (headline label, else the last parts of the path in words)."""
+    spec = registry.get(path)
+    if spec is not None:
+        return spec.label
+    words = path.replace("tco.", "").replace("performance.", "").replace("_", " ").replace(".", " · ")
+    for unit in (" usd", " s", " gb"):
+        if words.endswith(unit):
+            words = words[: -len(unit)]
+    return words[:1].upper() + words[1:]
+
+
+def metric_format(path: str) -> str:
+    """How to print a result path when it is not a headline metric: by its unit suffix."""
+    spec = registry.get(path)
+    if spec is not None:
+        return spec.format
+    leaf = path.rsplit(".", 1)[-1]
+    if "usd" in leaf:
+        return "usd2" if "per_gpu_hour" in leaf or "per_kwh" in leaf else "usd"
+    if leaf.endswith(("fraction", "share", "mfu", "hfu")) or "share_of" in leaf or leaf.startswith("share"):
+        return "pct"
+    if leaf.endswith("_days"):
+        return "days"
+    if leaf.endswith("_s"):
+        return "s"
+    if leaf.endswith("_gb") or "_gb_" in leaf:
+        return "gb"
+    if leaf.endswith("_kw"):
+        return "kw"
+    return "num"

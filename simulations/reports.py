@@ -14,20 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from rest_framework import exceptions
 
+from core.errors import ValidationError
+from simulations import metrics as registry
 from simulations.models import Report, RunStatus, SimulationRun
 
-# Headline metrics first, in this order; any other numeric leaf of the result follows alphabetically.
-PREFERRED_METRICS = (
-    "step_time_s", "tokens_per_s", "mfu", "hfu", "time_to_train_days", "gpu_hours", "network_wait_fraction",
-    "memory_gb_per_gpu",
-    "performance.step_time_s", "performance.mfu", "performance.time_to_train_days",
-    "performance.network_wait_fraction",
-    "tco.capex_usd", "tco.annual_tco_usd", "tco.usd_per_gpu_hour", "tco.run_cost_usd",
-    "tco.usd_per_million_tokens", "tco.network_share_of_capex", "tco.network_share_of_tco",
-    "tco.stranded_usd_per_year", "fabric.switches.total",
-)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 CONTENT_TYPES = {
     "csv": "text/csv; charset=utf-8",
@@ -60,9 +51,8 @@ def run_metrics(run: SimulationRun | None) -> dict[str, float]:
 
 
 def _ordered_metrics(names: Iterable[str]) -> list[str]:
-    names = set(names)
-    head = [m for m in PREFERRED_METRICS if m in names]
-    return head + sorted(names - set(head))
+    """Registry order (headline figures first), then any other numeric leaf of the result alphabetically."""
+    return registry.ordered(names)
 
 
 def run_label(run: SimulationRun) -> str:
@@ -106,23 +96,27 @@ def compare_runs(
 ) -> dict[str, Any]:
     """The comparison as JSON: run columns, then one row per metric with values and deltas vs baseline."""
     if not runs:
-        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+        raise ValidationError({"runs": ["give at least one run"]})
     if len(runs) > MAX_COMPARE_RUNS:
-        raise exceptions.ValidationError({"runs": [f"at most {MAX_COMPARE_RUNS} runs per comparison"]})
+        raise ValidationError({"runs": [f"at most {MAX_COMPARE_RUNS} runs per comparison"]})
     not_done = [r.pk for r in [*runs, baseline] if r.status != RunStatus.SUCCEEDED]
     if not_done:
-        raise exceptions.ValidationError({"runs": [f"runs without a result yet: {sorted(set(not_done))}"]})
+        raise ValidationError({"runs": [f"runs without a result yet: {sorted(set(not_done))}"]})
     frame = compare_frame(runs=runs, baseline=baseline, metrics=metrics)
     ordered = [baseline, *[r for r in runs if r.pk != baseline.pk]]
     columns = [
         {"run": r.pk, "label": run_label(r), "kind": r.kind, "scenario": r.scenario_id,
-         "engine_version": r.engine_version, "baseline": r.pk == baseline.pk}
+         "engine_version": r.engine_version, "baseline": r.pk == baseline.pk, "fits": run_fits(r)}
         for r in ordered
     ]
     rows = []
     for metric, row in frame.iterrows():
+        spec = registry.get(str(metric))
         rows.append({
             "metric": metric,
+            "label": spec.label if spec else str(metric),
+            "unit": spec.unit if spec else "",
+            "lower_is_better": spec.lower_is_better if spec else None,
             "values": {str(r.pk): _num(row[f"run:{r.pk}"]) for r in ordered},
             "delta": {str(r.pk): _num(row[f"delta:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
             "delta_pct": {str(r.pk): _num(row[f"delta_pct:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
@@ -141,12 +135,22 @@ def compare_table(*, runs: Sequence[SimulationRun], baseline: SimulationRun,
         if r.pk != baseline.pk:
             out[f"Δ {run_label(r)}"] = frame[f"delta:{r.pk}"]
             out[f"Δ% {run_label(r)}"] = frame[f"delta_pct:{r.pk}"]
-    return out.reset_index()
+    out["label"] = [registry.label(str(m)) for m in out.index]
+    out["unit"] = [registry.unit(str(m)) for m in out.index]
+    out = tidy_frame(out.reset_index())
+    if all(run_fits(r) is not False for r in ordered):
+        return out
+    # does-it-fit first: a run that cannot run says so before any of its figures
+    fits: dict[str, Any] = dict.fromkeys(out.columns, "")
+    fits["metric"] = FITS_ROW
+    for r in ordered:
+        fits[f"{run_label(r)}{' (baseline)' if r.pk == baseline.pk else ''}"] = fits_text(r)
+    return pd.concat([pd.DataFrame([fits], columns=out.columns), out], ignore_index=True)
 
 
 def line_items_frame(*, run: SimulationRun) -> pd.DataFrame:
     items = ((run.result or {}).get("tco") or {}).get("line_items") or []
-    columns = ["category", "item", "quantity", "unit_price_usd", "total_usd", "source"]
+    columns = ["category", "item", "quantity", "unit_price_usd", "total_usd", "annual_usd", "source"]
     return pd.DataFrame([{c: i.get(c) for c in columns} for i in items], columns=columns)
 
 
@@ -163,7 +167,8 @@ def _escaped(frame: pd.DataFrame) -> pd.DataFrame:
     out.columns = [escape_cell(str(c)) for c in out.columns]
     for col in out.columns:
         if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
-            out[col] = out[col].map(escape_cell)
+            # keep object dtype: .map() would re-infer float64 and print a whole 256 as "256.0"
+            out[col] = pd.Series([escape_cell(v) for v in out[col]], index=out.index, dtype=object)
     return out
 
 
@@ -182,13 +187,13 @@ def frame_bytes(frame: pd.DataFrame, *, fmt: str, sheet: str = "Report", meta: M
     if fmt == "json":
         records = json.loads(frame.to_json(orient="records"))
         return json.dumps({**(dict(meta) if meta else {}), "rows": records}, indent=2).encode("utf-8")
-    raise exceptions.ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
+    raise ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
 
 
 def _check_fmt(fmt: str) -> str:
     fmt = (fmt or "").lower()
     if fmt not in EXPORT_FORMATS:
-        raise exceptions.ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
+        raise ValidationError({"fmt": [f"must be one of {', '.join(EXPORT_FORMATS)}"]})
     return fmt
 
 
@@ -216,7 +221,7 @@ def export_report(*, report: Report, fmt: str) -> tuple[bytes, str, str]:
 def export_runs(*, runs: Sequence[SimulationRun], baseline: SimulationRun | None = None, fmt: str) -> tuple[bytes, str, str]:
     runs = list(runs)
     if not runs:
-        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+        raise ValidationError({"runs": ["give at least one run"]})
     return export_compare(runs=runs, baseline=baseline or runs[0], fmt=fmt,
                           name="runs-" + "-".join(str(r.pk) for r in runs[:10]))
 
@@ -225,8 +230,8 @@ def export_run_line_items(*, run: SimulationRun, fmt: str) -> tuple[bytes, str, 
     """A run's cost line items (TCO runs) as CSV, XLSX or JSON."""
     fmt = _check_fmt(fmt)
     if run.status != RunStatus.SUCCEEDED:
-        raise exceptions.ValidationError({"run": [f"run {run.pk} has no result ({run.status})"]})
-    frame = line_items_frame(run=run)
+        raise ValidationError({"run": [f"run {run.pk} has no result ({run.status})"]})
+    frame = tidy_frame(line_items_frame(run=run))
     meta = {"run": run.pk, "label": run.label, "kind": run.kind, "engine_version": run.engine_version,
             "input_hash": run.input_hash}
     return frame_bytes(frame, fmt=fmt, sheet="Line items", meta=meta), CONTENT_TYPES[fmt], f"run-{run.pk}-line-items.{fmt}"
@@ -235,3 +240,86 @@ def export_run_line_items(*, run: SimulationRun, fmt: str) -> tuple[bytes, str, 
 def _slug(name: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.strip().lower())
     return "-".join(p for p in keep.split("-") if p)[:60] or "report"
+
+
+# --- tidy numbers and the does-not-fit row (#15) ---------------------------------------------------------
+SIGNIFICANT_DIGITS = 6
+FITS_ROW = "fits_in_gpu_memory"
+
+
+def tidy_number(value: Any) -> Any:
+    """A figure as a person would write it in a spreadsheet: 6 significant digits, whole numbers without
+    ``.0`` (17.202394102789956 -> 17.2024, 256.0 -> 256); other values pass through."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, int):
+        return value
+    if not math.isfinite(value):
+        return None
+    if value == 0:
+        return 0
+    digits = SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, digits)
+    return int(rounded) if float(rounded).is_integer() and abs(rounded) < 1e15 else rounded
+
+
+def tidy_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.astype(object)
+    for col in out.columns:
+        values = [tidy_number(v) if not (isinstance(v, float) and math.isnan(v)) else None for v in out[col]]
+        out[col] = pd.Series(values, index=out.index, dtype=object)  # object: 256 stays 256, not 256.0
+    return out
+
+
+def run_fits(run: SimulationRun) -> bool | None:
+    """``False`` when the run's result says it does not fit in GPU memory (predict/search top level, tco
+    under ``performance``), ``True`` when it fits, None when unknown."""
+    result: Mapping[str, Any] = run.result if isinstance(run.result, Mapping) else {}
+    section = result.get("performance")
+    perf: Mapping[str, Any] = section if isinstance(section, Mapping) else result
+    fits = perf.get("fits")
+    return fits if isinstance(fits, bool) else None
+
+
+def fits_text(run: SimulationRun) -> str:
+    fits = run_fits(run)
+    return "NO: does not fit in GPU memory (not a feasible plan)" if fits is False else "yes" if fits else ""
+
+
+def run_summary_frame(*, run: SimulationRun) -> pd.DataFrame:
+    """A run's figures, does-it-fit first, then every numeric result by dotted path."""
+    rows: list[dict[str, Any]] = [{"metric": FITS_ROW, "value": fits_text(run)}]
+    metrics = run_metrics(run)
+    rows += [{"metric": m, "value": tidy_number(metrics[m])} for m in _ordered_metrics(metrics) if m != "performance.fits"
+             and m != "fits"]
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def export_run(*, run: SimulationRun, fmt: str) -> tuple[bytes, str, str]:
+    """One run: its figures (fits first) and its cost line items. CSV: two blocks separated by a blank line;
+    XLSX: a sheet each; JSON: ``{"metrics": {...}, "line_items": [...]}``."""
+    fmt = _check_fmt(fmt)
+    if run.status != RunStatus.SUCCEEDED:
+        raise ValidationError({"run": [f"run {run.pk} has no result ({run.status})"]})
+    summary = run_summary_frame(run=run)
+    items = tidy_frame(line_items_frame(run=run))
+    meta = {"run": run.pk, "label": run.label, "kind": run.kind, "engine_version": run.engine_version,
+            "input_hash": run.input_hash}
+    name = f"run-{run.pk}"
+    if fmt == "json":
+        body = {**meta, "fits_in_gpu_memory": run_fits(run),
+                "metrics": {r["metric"]: r["value"] for r in summary.to_dict("records")[1:]},
+                "line_items": json.loads(items.to_json(orient="records"))}
+        return json.dumps(body, indent=2).encode("utf-8"), CONTENT_TYPES[fmt], f"{name}.json"
+    if fmt == "csv":
+        text = _escaped(summary).to_csv(index=False)
+        if len(items):
+            text += "\n" + _escaped(items).to_csv(index=False)
+        return text.encode("utf-8"), CONTENT_TYPES[fmt], f"{name}.csv"
+    buf = io.BytesIO()
+    with pd.ExcelWriter(buf, engine="openpyxl") as writer:
+        _escaped(summary).to_excel(writer, index=False, sheet_name="Summary")
+        _escaped(items).to_excel(writer, index=False, sheet_name="Line items")
+        pd.DataFrame([{"key": escape_cell(str(k)), "value": escape_cell(str(v))} for k, v in meta.items()]).to_excel(
+            writer, index=False, sheet_name="About")
+    return buf.getvalue(), CONTENT_TYPES[fmt], f"{name}.xlsx"

@@ -6,14 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
-from rest_framework import exceptions
 
-from planning.selectors import _teams
+from core.errors import ValidationError
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
 
 
 def run_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[SimulationRun]:
-    qs = SimulationRun.objects.filter(team_id__in=_teams(request_or_user)).select_related("scenario", "catalog_version")
+    qs = SimulationRun.objects.for_request(request_or_user).select_related("scenario", "catalog_version")
     for key in ("status", "kind", "scenario", "sweep"):
         if filters and filters.get(key):
             qs = qs.filter(**{f"{key}_id" if key in ("scenario", "sweep") else key: filters[key]})
@@ -25,23 +24,23 @@ def runs_by_ids(request_or_user: Any, ids: Sequence[int], *, field: str = "runs"
     found = {r.pk: r for r in run_list(request_or_user).filter(pk__in=list(ids))}
     missing = [i for i in ids if i not in found]
     if missing:
-        raise exceptions.ValidationError({field: [f"run(s) not found: {', '.join(map(str, missing))}"]})
+        raise ValidationError({field: [f"run(s) not found: {', '.join(map(str, missing))}"]})
     return [found[i] for i in ids]
 
 
 def sweep_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Sweep]:
-    qs = Sweep.objects.filter(team_id__in=_teams(request_or_user))
+    qs = Sweep.objects.for_request(request_or_user)
     if filters and filters.get("scenario"):
         qs = qs.filter(scenario_id=filters["scenario"])
     return qs
 
 
 def report_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Report]:
-    return Report.objects.filter(team_id__in=_teams(request_or_user)).prefetch_related("runs")
+    return Report.objects.for_request(request_or_user).prefetch_related("runs")
 
 
 def reevaluation_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[ReEvaluation]:
-    qs = ReEvaluation.objects.filter(team_id__in=_teams(request_or_user)).select_related("scenario")
+    qs = ReEvaluation.objects.for_request(request_or_user).select_related("scenario")
     if filters and filters.get("scenario"):
         qs = qs.filter(scenario_id=filters["scenario"])
     return qs

@@ -78,12 +78,15 @@ def reevaluate_watched() -> dict[str, Any]:
     return {"reevaluations": [r.pk for r in created]}
 
 
-@shared_task(name="simulations.deliver_webhook", bind=True, acks_late=True, max_retries=8)
+@shared_task(name="simulations.deliver_webhook", bind=True, acks_late=True, autoretry_for=(services.WebhookError,),
+             retry_backoff=10, retry_backoff_max=3600, retry_jitter=True, max_retries=8)
 def deliver_webhook(self: Any, reevaluation_id: int) -> bool:
+    """Celery retries a retryable failure (network, 5xx, 429) with exponential backoff from 10 s up to an
+    hour; the last attempt records the failure on the re-evaluation instead of raising."""
     try:
         return services.webhook_deliver(reevaluation_id=reevaluation_id)
     except services.WebhookError as exc:
         if self.request.retries >= self.max_retries:
             services.webhook_give_up(reevaluation_id=reevaluation_id, error=str(exc))
             return False
-        raise self.retry(exc=exc, countdown=min(3600, 10 * 2 ** self.request.retries)) from exc
+        raise

@@ -152,7 +152,9 @@ def celery_worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProces
         log = tmp_path / f"worker-{len(started)}.log"
         env = _worker_env()
         env.update(extra_env or {})
-        cmd = [sys.executable, "-m", "celery", "-A", "planner", "worker", "-Q", queues, "-c", str(concurrency),
+        # FP_TASK_TEST_DELAY_S: the worker runs tests/slow_worker.py (the real app, each engine call slowed down)
+        app = "tests.slow_worker" if env.get("FP_TASK_TEST_DELAY_S") else "planner"
+        cmd = [sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queues, "-c", str(concurrency),
                "-P", pool, "-n", name, "--without-gossip", "--without-mingle", "-l", "INFO"]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -26,7 +26,7 @@ from accounts.api.serializers import (
 )
 from accounts.models import ApiToken, Membership, Team
 from accounts.roles import Capability
-from accounts.scoping import active_team, require_capability, visible_team_ids
+from accounts.scoping import active_team, require_capability
 
 
 class MeView(APIView):
@@ -48,7 +48,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Team]:
         if getattr(self, "swagger_fake_view", False):
             return Team.objects.none()
-        return Team.objects.filter(id__in=visible_team_ids(self.request)).order_by("name")
+        return Team.objects.for_request(self.request).order_by("name")
 
     @extend_schema(
         methods=["GET"], responses=MembershipSerializer(many=True), description="Members of the team and roles."
@@ -108,7 +108,7 @@ class ApiTokenViewSet(
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        qs = ApiToken.objects.filter(user_id=self.request.user.pk or 0, team_id__in=visible_team_ids(self.request))
+        qs = ApiToken.objects.for_request(self.request).filter(user_id=self.request.user.pk or 0)
         return qs.select_related("team")
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: ApiTokenCreatedSerializer})
@@ -117,7 +117,7 @@ class ApiTokenViewSet(
         ser.is_valid(raise_exception=True)
         slug = ser.validated_data.get("team")
         if slug:
-            team = Team.objects.filter(slug=slug, id__in=visible_team_ids(request, Capability.TOKEN)).first()
+            team = Team.objects.for_request(request, Capability.TOKEN).filter(slug=slug).first()
             if team is None:
                 return Response(
                     {"errors": {"team": ["no team with that slug where your role may hold tokens"]}, "status": 400},

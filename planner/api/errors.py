@@ -24,35 +24,21 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core import errors as domain
+from core.errors import flatten as flatten_errors
+from simulations.engine.budget import BudgetExceeded
+
 logger = logging.getLogger(__name__)
-
-
-def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
-    """Flatten DRF's nested error detail into ``{"a.b.0.c": ["msg"]}``."""
-    out: dict[str, list[str]] = {}
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            name = "detail" if key in ("non_field_errors", "__all__") and not prefix else str(key)
-            path = f"{prefix}.{name}" if prefix else name
-            for k, v in flatten_errors(value, path).items():
-                out.setdefault(k, []).extend(v)
-    elif isinstance(detail, list):
-        if all(not isinstance(item, dict | list) for item in detail):
-            out[prefix or "detail"] = [str(item) for item in detail]
-        else:
-            for index, item in enumerate(detail):
-                if item in ({}, []):
-                    continue
-                path = f"{prefix}.{index}" if prefix else str(index)
-                for k, v in flatten_errors(item, path).items():
-                    out.setdefault(k, []).extend(v)
-    else:
-        out[prefix or "detail"] = [str(detail)]
-    return out
 
 
 def error_response(errors: dict[str, list[str]], code: int) -> Response:
     return Response({"errors": errors, "status": code}, status=code)
+
+
+class EngineBudgetExceeded(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The engine work of this request exceeded its time budget."
+    default_code = "engine_budget_exceeded"
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -61,10 +47,36 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
+class Conflict(exceptions.ValidationError):
+    """409 with field-style errors (``{"detail": [...], "dependents": [...]}``)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def translate_domain_error(exc: domain.DomainError) -> exceptions.APIException:
+    """The domain's own errors (:mod:`core.errors`) as the DRF exceptions that answer them."""
+    if isinstance(exc, domain.PermissionDenied):
+        return exceptions.PermissionDenied(exc.message)
+    if isinstance(exc, domain.NotFound):
+        return exceptions.NotFound(exc.message)
+    if isinstance(exc, domain.PayloadTooLarge):
+        return PayloadTooLarge(exc.message)
+    if isinstance(exc, domain.Conflict):
+        return Conflict(exc.detail)
+    return exceptions.ValidationError(exc.detail)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     # Hostile bodies: too large for DATA_UPLOAD_MAX_MEMORY_SIZE, nested past the parser's recursion limit,
     # or not decodable. None of these is an APIException, so without this they would be 500s.
-    if isinstance(exc, RequestDataTooBig):
+    if isinstance(exc, BudgetExceeded):
+        exc = EngineBudgetExceeded(
+            f"{exc}; narrow the request (fix some \"auto\" settings) or submit it as a run"
+        )
+    elif isinstance(exc, domain.DomainError):
+        exc = translate_domain_error(exc)
+    elif isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(
             f"Request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE={settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
         )
@@ -102,4 +114,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     else:
         errors = flatten_errors(data)
     response.data = {"errors": errors, "status": response.status_code}
+    if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
+        response["Retry-After"] = "30"
     return response

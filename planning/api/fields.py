@@ -4,35 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from rest_framework import serializers
-
-from accounts.scoping import visible_team_ids
 
 
 class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
-    """A PK field whose queryset is narrowed to the request's visible teams.
-
-    ``team_path`` is the lookup to the owning team; ``allow_global`` also admits team-NULL rows
-    (the default catalog and its versions).
-    """
+    """A PK field whose queryset is narrowed by the one visibility rule (``Model.objects.for_request``):
+    the request's teams, plus rows everyone may read (the default catalog and its versions)."""
 
     default_error_messages = {"does_not_exist": "{pk_value} not found."}
-
-    def __init__(self, *, team_path: str = "team", allow_global: bool = False, **kwargs: Any) -> None:
-        self.team_path = team_path
-        self.allow_global = allow_global
-        super().__init__(**kwargs)
 
     def get_queryset(self) -> QuerySet:
         qs = super().get_queryset()
         assert qs is not None
-        request = self.context.get("request")
-        teams = visible_team_ids(request) if request is not None else []
-        cond = Q(**{f"{self.team_path}_id__in": teams})
-        if self.allow_global:
-            cond |= Q(**{f"{self.team_path}__isnull": True})
-        return qs.filter(cond)
+        return qs.for_request(self.context.get("request"))  # type: ignore[attr-defined]
 
 
 class StrictBooleanField(serializers.BooleanField):

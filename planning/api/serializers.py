@@ -37,7 +37,7 @@ class CatalogSerializer(TeamSlugMixin, serializers.ModelSerializer):
     is_global = serializers.BooleanField(read_only=True)
     latest_version = serializers.SerializerMethodField()
     fork_from = ScopedPrimaryKeyRelatedField(
-        queryset=Catalog.objects.all(), allow_global=True, write_only=True, required=False,
+        queryset=Catalog.objects.all(), write_only=True, required=False,
         help_text="Create the catalog as a fork of this catalog (latest version).",
     )
 
@@ -56,7 +56,7 @@ class CatalogSerializer(TeamSlugMixin, serializers.ModelSerializer):
 class CatalogForkSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=120, required=False)
     version = ScopedPrimaryKeyRelatedField(
-        queryset=CatalogVersion.objects.all(), team_path="catalog__team", allow_global=True, required=False
+        queryset=CatalogVersion.objects.all(), required=False
     )
 
 
@@ -101,7 +101,7 @@ class CatalogItemSerializer(serializers.ModelSerializer):
 
 class CatalogItemCreateSerializer(CatalogItemSerializer):
     catalog = ScopedPrimaryKeyRelatedField(  # type: ignore[assignment]
-        queryset=Catalog.objects.all(), write_only=True, allow_global=True,
+        queryset=Catalog.objects.all(), write_only=True,
                                            help_text="Team catalog to add the item to (creates a new version).")
 
     class Meta(CatalogItemSerializer.Meta):
@@ -170,10 +170,10 @@ class WorkloadSerializer(TeamSlugMixin, serializers.ModelSerializer):
 class ScenarioSerializer(TeamSlugMixin, serializers.ModelSerializer):
     fleet = ScopedPrimaryKeyRelatedField(queryset=Fleet.objects.all(), required=False, allow_null=True)
     workload = ScopedPrimaryKeyRelatedField(queryset=Workload.objects.all())
-    catalog = ScopedPrimaryKeyRelatedField(queryset=Catalog.objects.all(), allow_global=True, required=False,
+    catalog = ScopedPrimaryKeyRelatedField(queryset=Catalog.objects.all(), required=False,
                                            allow_null=True, help_text="NULL = the global default catalog.")
     pinned_version = ScopedPrimaryKeyRelatedField(
-        queryset=CatalogVersion.objects.all(), team_path="catalog__team", allow_global=True, required=False,
+        queryset=CatalogVersion.objects.all(), required=False,
         allow_null=True, help_text="NULL = follow the catalog's latest version.",
     )
     cluster = serializers.JSONField(required=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
-from accounts.scoping import require_capability, visible_team_ids
+from accounts.scoping import require_capability
 from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
@@ -49,17 +49,7 @@ from planning.selectors import change_list
 
 
 # --- catalogs ------------------------------------------------------------------------------------------
-class GlobalOrTeamMixin:
-    """Catalog scoping: the global catalog (team NULL) plus the request's teams."""
-
-    team_path = "team"
-
-    def scope_queryset(self, queryset: QuerySet) -> QuerySet:
-        teams = visible_team_ids(getattr(self, "request", None), Capability.READ)
-        return queryset.filter(Q(**{f"{self.team_path}__isnull": True}) | Q(**{f"{self.team_path}_id__in": teams}))
-
-
-class CatalogViewSet(GlobalOrTeamMixin, ServiceModelViewSet):
+class CatalogViewSet(ServiceModelViewSet):
     """Catalogs. The global default (team null) is read-only; POST with ``fork_from`` forks a catalog."""
 
     queryset = Catalog.objects.select_related("team").order_by("name", "id")
@@ -115,13 +105,12 @@ class CatalogViewSet(GlobalOrTeamMixin, ServiceModelViewSet):
         return Response(CatalogVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
-class CatalogVersionViewSet(GlobalOrTeamMixin, TeamScopedViewSetMixin, mixins.ListModelMixin,
+class CatalogVersionViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin,
                             mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Catalog versions (immutable). DELETE is refused with 409 and the dependents while in use."""
 
     queryset = CatalogVersion.objects.select_related("catalog", "created_by").order_by("catalog_id", "-number")
     serializer_class = CatalogVersionSerializer
-    team_path = "catalog__team"
     write_capability = Capability.CATALOG
     filterset_fields = ("catalog", "number")
     ordering_fields = ("number", "effective_date", "created_at")
@@ -141,12 +130,11 @@ class CatalogVersionViewSet(GlobalOrTeamMixin, TeamScopedViewSetMixin, mixins.Li
         return self.get_paginated_response(CatalogItemSerializer(page, many=True).data)
 
 
-class CatalogItemViewSet(GlobalOrTeamMixin, ServiceModelViewSet):
+class CatalogItemViewSet(ServiceModelViewSet):
     """Catalog items. Every write creates the next catalog version; the returned item is in it."""
 
     queryset = CatalogItem.objects.select_related("version__catalog").order_by("version_id", "kind", "key")
     serializer_class = CatalogItemSerializer
-    team_path = "version__catalog__team"
     write_capability = Capability.CATALOG
     filterset_class = CatalogItemFilter
     search_fields = ("key", "name")

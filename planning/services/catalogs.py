@@ -13,12 +13,14 @@ from django.apps import apps
 from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
-from rest_framework import exceptions
 
-from accounts.models import Team
+from accounts.models import Membership, Team
+from accounts.roles import Capability, role_allows
+from core.errors import Conflict, PermissionDenied, ValidationError
+from core.text import find_bad_text
 from planning import changelog
 from planning.models import CATALOG_KINDS, Catalog, CatalogItem, CatalogVersion, ObjectChange
-from planning.services.common import DEFAULT_CATALOG_NAME, ITEM_FIELDS, Conflict, _err
+from planning.services.common import DEFAULT_CATALOG_NAME, ITEM_FIELDS, _err
 from simulations.engine.catalog import default_catalog
 
 
@@ -139,10 +141,14 @@ def _clean_item(data: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
     if not isinstance(specs, dict):
         errors[prefix + "specs"] = ["must be a JSON object"]
         specs = {}
+    bad = find_bad_text(specs)  # JSON text in a CSV cell may carry \u0000 or lone-surrogate escapes
+    if bad is not None:
+        errors[prefix + "specs"] = [f"{bad[1]}, at {bad[0]}"]
+        specs = {}
     item["specs"] = specs
     item["source"] = str(data.get("source") or "")
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise ValidationError(errors)
     return item
 
 
@@ -179,10 +185,30 @@ def catalog_create(*, team: Team, user: Any, name: str, description: str = "") -
     return catalog
 
 
+def _check_fork_allowed(*, catalog: Catalog, team: Team, user: Any) -> None:
+    if catalog.team_id is None or catalog.team_id == team.pk:
+        return
+    role = Membership.objects.filter(user_id=getattr(user, "pk", None), team_id=catalog.team_id).values_list(
+        "role", flat=True).first()
+    if role is None or not role_allows(role, Capability.CATALOG):
+        raise PermissionDenied(
+            "Forking a team catalog into another team publishes its prices there: it needs the catalog "
+            f"capability (admin) in the source team {catalog.team.name!r}, not only read access."
+        )
+
+
 def catalog_fork(
     *, catalog: Catalog, team: Team, user: Any, name: str | None = None, version: CatalogVersion | None = None
 ) -> Catalog:
-    """Copy a catalog (by default its latest version) into a new catalog owned by ``team``."""
+    """Copy a catalog (by default its latest version) into a new catalog owned by ``team``.
+
+    Forking policy (docs/security.md): a team catalog holds that team's negotiated prices, and a fork makes them
+    readable by every member of the target team. Forking within a team, or forking the global catalog, needs
+    read access to the source (the caller checks the target team's catalog capability). Forking a team catalog
+    into *another* team publishes it there, so it also needs the catalog capability (admin) in the source team:
+    a viewer of team A who is admin of team B cannot copy A's prices into B.
+    """
+    _check_fork_allowed(catalog=catalog, team=team, user=user)
     if version is not None and version.catalog_id != catalog.pk:
         raise _err("version", "is not a version of this catalog")
     source = version or catalog.latest_version()
@@ -221,7 +247,7 @@ def catalog_update(*, catalog: Catalog, user: Any, name: str | None = None, desc
 
 def _require_team_catalog(catalog: Catalog) -> None:
     if catalog.team_id is None:
-        raise exceptions.PermissionDenied("The global default catalog is read-only; fork it to edit.")
+        raise PermissionDenied("The global default catalog is read-only; fork it to edit.")
 
 
 def catalog_edit(

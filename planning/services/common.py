@@ -1,4 +1,4 @@
-"""What every planning service shares: field lists, the 409 error, change-logged updates."""
+"""What every planning service shares: field lists, field errors, change-logged updates, delete-unless-used."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from rest_framework import exceptions, status
 
+from core.errors import Conflict, ValidationError, field_error
 from planning import changelog
 from planning.models import Fleet, ObjectChange, Workload
 
@@ -20,20 +20,14 @@ FLEET_FIELDS = (
 WORKLOAD_FIELDS = ("name", "description", "model", "training", "parallelism")
 SCENARIO_FIELDS = (
     "name", "description", "fleet", "cluster", "workload", "costs", "uncertainty", "catalog", "pinned_version",
-    "watched",
+    "watched", "use_calibration", "calibration_fleet",
 )
 DOCUMENT_SECTIONS = ("model", "training", "parallelism", "cluster", "costs", "uncertainty")
 
 
-class Conflict(exceptions.ValidationError):
-    """409: the object is in use. The body lists the dependents (``{"dependents": [...]}``)."""
+def _err(field: str, message: str) -> ValidationError:
+    return field_error(field, message)
 
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-
-
-def _err(field: str, message: str) -> exceptions.ValidationError:
-    return exceptions.ValidationError({field: [message]})
 
 def _update_logged(obj: Any, *, object_type: str, user: Any, data: Mapping[str, Any],
                    full_clean_exclude: list[str] | None = None) -> None:

@@ -6,8 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from rest_framework import exceptions
-
+from core.errors import ValidationError
 from planning.models import Fleet, Workload
 from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
 from simulations.engine.validate import validate_scenario
@@ -19,7 +18,7 @@ def document_validate(*, document: Mapping[str, Any], catalog: Mapping[str, dict
         validate_scenario(document, catalog=catalog)
     except ValueError as exc:
         field = str(getattr(exc, "field", "") or "detail")
-        raise exceptions.ValidationError({field: [str(getattr(exc, "message", exc))]}) from None
+        raise ValidationError({field: [str(getattr(exc, "message", exc))]}) from None
 
 
 def fleet_cluster(*, fleet: Fleet, catalog: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:

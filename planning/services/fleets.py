@@ -6,40 +6,46 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from rest_framework import exceptions
 
 from accounts.models import Team
+from core.errors import ValidationError
 from planning import changelog
 from planning.models import Fleet, ObjectChange
 from planning.services.catalogs import catalog_resolve, catalog_values
 from planning.services.common import FLEET_FIELDS, _delete_unless_used, _err, _update_logged
+from simulations.engine.bounds import check_field
+from simulations.engine.errors import ScenarioError
+from simulations.engine.scenario import FABRICS, TOPOLOGIES
+
+# Fleet numbers share the scenario's bounds (simulations/engine/bounds.py): a fleet becomes a cluster section.
+FLEET_BOUNDS = {"server_count": "fleet.server_count", "gpus_per_node": "cluster.gpus_per_node",
+                "nics_per_node": "cluster.nics_per_node", "nic_gbps": "cluster.nic_gbps",
+                "oversubscription": "cluster.oversubscription"}
 
 
-def _validate_fleet(data: Mapping[str, Any], *, prefix: str = "") -> None:
+def _validate_fleet(data: Mapping[str, Any], *, prefix: str = "",
+                    catalog: Mapping[str, Any] | None = None) -> None:
+    """Check fleet fields; ``catalog`` (resolved values) saves the lookup when many fleets are checked."""
     errors: dict[str, list[str]] = {}
     if "name" in data and not str(data["name"] or "").strip():
         errors[prefix + "name"] = ["This field is required."]
-    for f in ("server_count", "gpus_per_node", "nics_per_node", "nic_gbps"):
+    for f, bound in FLEET_BOUNDS.items():
         if f in data and data[f] is not None:
             try:
-                if int(data[f]) < 1:
-                    errors[prefix + f] = ["must be at least 1"]
-            except (TypeError, ValueError):
-                errors[prefix + f] = ["must be an integer"]
-    if "oversubscription" in data and data["oversubscription"] is not None:
-        try:
-            if float(data["oversubscription"]) < 1:
-                errors[prefix + "oversubscription"] = ["must be >= 1 (1 = non-blocking)"]
-        except (TypeError, ValueError):
-            errors[prefix + "oversubscription"] = ["must be a number"]
+                check_field(data[f], bound)
+            except ScenarioError as exc:
+                errors[prefix + f] = [exc.message]
+    for f, allowed in (("fabric", FABRICS), ("topology", TOPOLOGIES)):  # the engine's enums, not a copy
+        if f in data and data[f] not in allowed:
+            errors[prefix + f] = [f"must be one of {', '.join(allowed)}"]
     if data.get("server_model"):
-        cat = catalog_values(version=catalog_resolve(catalog=None)[0])
+        cat = catalog if catalog is not None else catalog_values(version=catalog_resolve(catalog=None)[0])
         item = cat.get(str(data["server_model"]))
         if item is None or item.get("kind") != "server":
             known = ", ".join(sorted(k for k, v in cat.items() if v.get("kind") == "server"))
             errors[prefix + "server_model"] = [f"unknown server {data['server_model']!r}; known: {known}"]
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise ValidationError(errors)
 
 
 def fleet_create(*, team: Team, user: Any, **fields: Any) -> Fleet:

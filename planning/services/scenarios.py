@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from rest_framework import exceptions
 
 from accounts.models import Team
+from core.errors import ValidationError
 from planning import changelog
 from planning.models import CatalogVersion, Fleet, ObjectChange, Scenario, Workload
+from planning.services.calibration import scenario_calibration
 from planning.services.catalogs import catalog_default, catalog_resolve
 from planning.services.common import SCENARIO_FIELDS, _err, _update_logged
 from planning.services.documents import build_document, document_validate
@@ -23,7 +24,7 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
     errors: dict[str, list[str]] = {}
     if "name" in data and not str(data["name"] or "").strip():
         errors["name"] = ["This field is required."]
-    for f in ("fleet", "workload"):
+    for f in ("fleet", "workload", "calibration_fleet"):
         obj = data.get(f)
         if obj is not None and obj.team_id != team_id:
             errors[f] = [f"{f} {obj.pk} not found"]
@@ -43,7 +44,7 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
     if fleet is None and not cluster:
         errors["cluster"] = ["give a fleet or an ad-hoc cluster"]
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise ValidationError(errors)
 
 
 def _validate_scenario_document(*, data: Mapping[str, Any], current: Scenario | None = None) -> None:
@@ -109,6 +110,9 @@ def scenario_resolve(
         workload=scenario.workload, fleet=scenario.fleet, cluster=scenario.cluster, costs=scenario.costs,
         uncertainty=scenario.uncertainty, catalog=values,
     )
+    calibration = scenario_calibration(scenario=scenario)  # the fleet's profile (issue #16), unless opted out
+    if calibration is not None:
+        doc["calibration"] = calibration
     return doc, version, values
 
 

@@ -6,12 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from rest_framework import exceptions
 
 from accounts.models import Team
+from core.errors import ValidationError
 from planning import changelog
 from planning.models import ObjectChange, Workload
 from planning.services.common import WORKLOAD_FIELDS, _delete_unless_used, _err, _update_logged
+from simulations.engine.errors import ScenarioError
+from simulations.engine.workload import validate_workload
 
 
 def _validate_workload(data: Mapping[str, Any]) -> None:
@@ -24,7 +26,15 @@ def _validate_workload(data: Mapping[str, Any]) -> None:
     if "parallelism" in data and not (data["parallelism"] == "auto" or isinstance(data["parallelism"], dict)):
         errors["parallelism"] = ['must be "auto" or a JSON object']
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise ValidationError(errors)
+
+
+def _validate_sections(model: Any, training: Any, parallelism: Any) -> None:
+    """The engine parser's own checks of the three sections (types, bounds, keys): ``model: {}`` is refused."""
+    try:
+        validate_workload(model, training, parallelism)
+    except ScenarioError as exc:
+        raise ValidationError({exc.field: [exc.message]}) from None
 
 
 def workload_create(*, team: Team, user: Any, **fields: Any) -> Workload:
@@ -35,6 +45,7 @@ def workload_create(*, team: Team, user: Any, **fields: Any) -> Workload:
     data.setdefault("training", {})
     data.setdefault("parallelism", "auto")
     _validate_workload(data)
+    _validate_sections(data["model"], data["training"], data["parallelism"])
     with transaction.atomic():
         workload = Workload.objects.create(team=team, created_by=user, updated_by=user, **data)
         changelog.record(obj=workload, object_type="workload", action=ObjectChange.Action.CREATE, user=user)
@@ -44,6 +55,9 @@ def workload_create(*, team: Team, user: Any, **fields: Any) -> Workload:
 def workload_update(*, workload: Workload, user: Any, **fields: Any) -> Workload:
     data = {k: v for k, v in fields.items() if k in WORKLOAD_FIELDS}
     _validate_workload(data)
+    if {"model", "training", "parallelism"} & set(data):
+        _validate_sections(data.get("model", workload.model), data.get("training", workload.training),
+                           data.get("parallelism", workload.parallelism))
     _update_logged(workload, object_type="workload", user=user, data=data)
     return workload
 

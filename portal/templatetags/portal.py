@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from django import template
 from django.forms import BoundField
+
+from portal.charts import metric as _metric
+from portal.panels import result_fits
 
 register = template.Library()
 
@@ -104,12 +108,6 @@ def number(value: Any, digits: int = 0) -> str:
     return "—" if v is None else f"{v:,.{int(digits)}f}"
 
 
-@register.filter
-def signed_pct(value: Any) -> str:
-    """A relative delta (0.12 -> +12.0%)."""
-    v = _num(value)
-    return "—" if v is None else f"{v * 100:+.1f}%"
-
 
 @register.filter
 def get(mapping: Any, key: Any) -> Any:
@@ -122,8 +120,6 @@ def get(mapping: Any, key: Any) -> Any:
 @register.filter
 def jsonish(value: Any) -> str:
     """Short display of a JSON value in a diff."""
-    import json
-
     if value is None:
         return "—"
     if isinstance(value, str):
@@ -200,8 +196,6 @@ def fmt(value: Any, kind: str = "num") -> str:
 @register.filter
 def nofit(result: Any) -> bool:
     """True when a stored run result says it does not fit in GPU memory."""
-    from portal.panels import result_fits
-
     return result_fits(result if isinstance(result, dict) else None) is False
 
 
@@ -217,20 +211,10 @@ def delta_points(value: Any) -> str:
     return "—" if v is None else f"{v * 100:+.1f} pt"
 
 
-@register.filter
-def fmt_delta(value: Any, kind: str = "num") -> str:
-    v = _num(value)
-    if v is None:
-        return "—"
-    text = fmt(abs(v), kind)
-    return ("+" if v > 0 else "−" if v < 0 else "±") + text
-
 
 @register.filter
 def metric(result: Any, path: str) -> Any:
     """A number from a stored run result by dotted path (predict/search results have no "performance.")."""
-    from portal.charts import metric as _metric
-
     return _metric(result if isinstance(result, dict) else None, path)
 
 
@@ -245,6 +229,4 @@ def run_title(run: Any) -> str:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    import json
-
     return json.dumps(value, indent=2, sort_keys=True, default=str)

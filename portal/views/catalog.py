@@ -12,10 +12,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
+from core.errors import ValidationError
 from planning import services
 from planning.models import Catalog, CatalogVersion, ObjectChange
 from planning.selectors import catalog_items_for_display
@@ -146,7 +146,7 @@ def catalog_fork(request: HttpRequest, pk: int) -> HttpResponse:
     team = _team_for_create(request, Capability.CATALOG)
     try:
         fork = services.catalog_fork(catalog=source, team=team, user=request.user)
-    except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+    except (ValidationError, DjangoValidationError) as exc:
         messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(reverse("catalog") + f"?catalog={source.pk}")
     messages.success(request, f"Forked {source.name} into {fork.name}. Prices you edit there apply to your team only.")

@@ -8,11 +8,10 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
 from accounts.scoping import active_team, has_capability
-from planner.api.errors import flatten_errors
+from core.errors import DomainError
 from planning.models import CatalogVersion
 from planning.services import catalog_resolve, catalog_values
 from simulations.models import SimulationRun
@@ -41,9 +40,9 @@ def _team_for_create(request: HttpRequest, capability: str = Capability.PLAN) ->
 
 
 def _error_dict(exc: Exception) -> dict[str, Any]:
-    """Field errors of a DRF/Django validation error or an engine error, as ``{path: [messages]}``."""
-    if isinstance(exc, drf_exceptions.ValidationError):
-        return flatten_errors(exc.detail)
+    """Field errors of a domain, Django or engine error, as ``{path: [messages]}``."""
+    if isinstance(exc, DomainError):
+        return exc.as_dict()
     if isinstance(exc, DjangoValidationError):
         return exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
     if hasattr(exc, "field"):

@@ -12,10 +12,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
+from core.errors import ValidationError
 from planning import services
 from planning.models import Fleet
 from portal.forms import FleetForm
@@ -60,7 +60,7 @@ def fleet_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 fleet = services.fleet_update(fleet=fleet, user=request.user, **data)
                 messages.success(request, f"Fleet “{fleet.name}” saved.")
             return HttpResponseRedirect(reverse("fleets"))
-        except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+        except (ValidationError, DjangoValidationError) as exc:
             form.add_path_errors(_error_dict(exc))
     status = 400 if request.method == "POST" else 200
     return render(request, "portal/fleet_form.html", {"form": form, "fleet": fleet, "team": team}, status=status)

@@ -12,10 +12,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
+from core.errors import ValidationError
+from planning.services import scenario_document
 from portal import charts
+from portal.panels import own_configuration_run
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import reports as comparison
 from simulations import services as sim_services
@@ -49,8 +51,23 @@ def _compare_runs(request: HttpRequest) -> tuple[list[SimulationRun], Simulation
         if baseline is None:
             raise Http404("The baseline must be one of the compared runs.")
     elif runs_:
-        baseline = runs_[0]
+        baseline = _default_baseline(runs_, sweep)
     return runs_, baseline, sweep
+
+
+def _default_baseline(runs_: list[SimulationRun], sweep: Sweep | None) -> SimulationRun:
+    """A sweep compares against the scenario's own configuration when the sweep ran it; else the first run."""
+    if sweep is not None and sweep.scenario is not None:
+        try:
+            own = own_configuration_run(
+                [r for r in runs_ if r.status == RunStatus.SUCCEEDED],
+                scenario_document(scenario=sweep.scenario))
+        except Exception:  # a scenario whose document no longer resolves: fall back to the first run
+            logger.exception("scenario_document failed for sweep %s", sweep.pk)
+            own = None
+        if own is not None:
+            return own
+    return runs_[0]
 
 
 def _render_compare(request: HttpRequest, runs_: list[SimulationRun], baseline: SimulationRun | None,
@@ -108,7 +125,7 @@ def report_new(request: HttpRequest) -> HttpResponse:
         raise Http404("Bad run list.")
     try:
         runs_ = runs_by_ids(request, list(dict.fromkeys(int(p) for p in raw)))
-    except drf_exceptions.ValidationError:
+    except ValidationError:
         raise Http404("No such run.") from None
     team_ids = {r.team_id for r in runs_}
     back = reverse("compare") + "?runs=" + ",".join(str(r.pk) for r in runs_)
@@ -123,7 +140,7 @@ def report_new(request: HttpRequest) -> HttpResponse:
             team=runs_[0].team, user=request.user, name=(request.POST.get("name") or "").strip()[:120],
             description=request.POST.get("description") or "", runs=runs_, baseline=baseline,
         )
-    except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+    except (ValidationError, DjangoValidationError) as exc:
         messages.error(request, "The report was not saved: " + "; ".join(
             f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(back + f"&baseline={baseline.pk}")
@@ -150,10 +167,10 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 raise Http404("The baseline must be one of the report's runs.")
         try:
             if "name" in fields and not fields["name"]:
-                raise drf_exceptions.ValidationError({"name": ["This field is required."]})
+                raise ValidationError({"name": ["This field is required."]})
             sim_services.report_update(report=report, user=request.user, **fields)
             messages.success(request, f"Report “{report.name}” saved.")
-        except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+        except (ValidationError, DjangoValidationError) as exc:
             messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(reverse("report-detail", args=[report.pk]))
     baseline: SimulationRun | None = report.baseline

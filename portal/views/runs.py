@@ -12,12 +12,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
-from portal import charts
+from core.errors import ValidationError
 from portal.views.common import _can, _error_dict, _htmx, _require, _runs_for
+from portal.views.run_page import run_context
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunStatus, Sweep
 
@@ -59,14 +59,10 @@ def runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(_runs_for(request).select_related("catalog_version__catalog"), pk=pk)
-    ctx = {
-        "run": run, "metrics": charts.run_metrics(run) if run.result else None,
-        "can_plan": _can(request, run.team_id, Capability.PLAN),
-        "can_export": _can(request, run.team_id, Capability.EXPORT),
-        "report_charts": charts.report_charts([run]) if run.result else None,
-    }
+    ctx = run_context(request, run)
     if _htmx(request) and request.GET.get("partial") == "status":
-        return render(request, "portal/_run_status.html", ctx)
+        # the whole live block: when the run has finished it brings the results and stops polling
+        return render(request, "portal/_run_live.html", ctx)
     return render(request, "portal/run_detail.html", ctx)
 
 
@@ -78,7 +74,7 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         sim_services.run_cancel(run=run, user=request.user)
         messages.success(request, f"Run #{run.pk}: cancellation requested.")
-    except (drf_exceptions.ValidationError, DjangoValidationError, ValueError) as exc:
+    except (ValidationError, DjangoValidationError, ValueError) as exc:
         messages.error(request, " ".join(" ".join(map(str, v)) for v in _error_dict(exc).values()))
     nxt = request.POST.get("next") or reverse("runs")
     if not nxt.startswith("/") or nxt.startswith("//"):

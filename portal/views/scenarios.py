@@ -14,19 +14,20 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from rest_framework import exceptions as drf_exceptions
 
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
+from core.errors import ValidationError
 from planning import services
 from planning.models import Fleet, ObjectChange, Scenario
 from planning.services import document_validate, fleet_cluster
-from portal import charts
+from portal import charts, panels
 from portal.forms import ScenarioBuilderForm, SweepForm
 from portal.presets import presets_for_js
 from portal.views.common import _can, _catalog_items, _error_dict, _require, _team_for_create
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, SimulationRun
+from simulations.services import advice as advice_services
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +42,11 @@ def scenarios(request: HttpRequest) -> HttpResponse:
         .prefetch_related(Prefetch("runs", queryset=last_run, to_attr="recent_runs"))
         .order_by("-updated_at")
     )
+    server_gpus = {i["key"]: (i.get("specs") or {}).get("gpu") for i in _catalog_items() if i.get("kind") == "server"}
     for s in rows:
         s.last_run = s.recent_runs[0] if s.recent_runs else None
-        s.cluster_summary = charts.cluster_summary(s)
+        s.cluster_summary = charts.cluster_summary(s, server_gpus)
+        s.last_fit = panels.fit_problem(s.last_run) if s.last_run else None
     return render(request, "portal/scenarios.html", {
         "scenarios": rows,
         "can_plan": active_team(request, Capability.PLAN) is not None,
@@ -55,7 +58,7 @@ def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, A
     """Validate with the same service (and so the same rules) as the API; errors go on the right field."""
     try:
         document_validate(document=form.document(), catalog=catalog_values or None)
-    except drf_exceptions.ValidationError as exc:
+    except ValidationError as exc:
         form.add_path_errors(_error_dict(exc))
         return False
     return True
@@ -98,7 +101,7 @@ def scenario_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 parallelism=form.parallelism_doc(), cluster=form.cluster_doc(), costs=form.costs_doc(),
                 uncertainty=form.uncertainty_doc(), fleet=form.selected_fleet(), watched=d["watched"],
             )
-        except (drf_exceptions.ValidationError, DjangoValidationError) as exc:
+        except (ValidationError, DjangoValidationError) as exc:
             form.add_path_errors(_error_dict(exc))
         else:
             if scenario is None:
@@ -138,7 +141,7 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
             result = sim_services.preview(document=form.document(), catalog=values)
             ctx["estimate"] = charts.estimate(result)
         except Exception as exc:  # engine/validation errors show in the panel, not as a 500
-            if not isinstance(exc, ValueError | drf_exceptions.ValidationError | DjangoValidationError):
+            if not isinstance(exc, ValueError | ValidationError | DjangoValidationError):
                 logger.exception("preview failed")
             ctx["errors"] = [f"{k}: {' '.join(map(str, v))}" if k != "detail" else " ".join(map(str, v))
                              for k, v in _error_dict(exc).items()]
@@ -146,6 +149,11 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
         for name, errs in form.errors.items():
             label = form.fields[name].label if name in form.fields else ""
             ctx["errors"] += [f"{label}: {e}" if label else str(e) for e in errs]
+    if any(advice_services.LAYOUT_DEAD_END in str(e).lower() for e in ctx["errors"]) and hasattr(form, "cleaned_data"):
+        try:
+            ctx["advice"] = advice_services.gpu_count_advice(document=form.document(), catalog=values)
+        except (KeyError, TypeError, ValueError):
+            ctx["advice"] = None
     return render(request, "portal/_estimate.html", ctx)
 
 
@@ -164,10 +172,14 @@ def scenario_detail(request: HttpRequest, pk: int) -> HttpResponse:
     sweeps = list(scenario.sweeps.order_by("-created_at")[:10])
     reevals = list(scenario.reevaluations.order_by("-created_at")[:5])
     latest = next((r for r in runs if r.status == RunStatus.SUCCEEDED and r.result), None)
+    last_done = next((r for r in runs if r.is_terminal), None)
+    # the newest finished run decides the warning: a refused (does-not-fit) run after a good one still warns
+    latest_fit = panels.fit_problem(last_done) if last_done is not None else None
     changes = ObjectChange.objects.filter(object_type="scenario", object_id=scenario.pk).order_by("-time")[:10]
     return render(request, "portal/scenario_detail.html", {
         "scenario": scenario, "document": document, "runs": runs, "sweeps": sweeps, "reevals": reevals,
         "latest": latest, "latest_metrics": charts.run_metrics(latest) if latest else None,
+        "latest_fit": latest_fit, "latest_fit_run": last_done if latest_fit else None,
         "changes": changes, "can_plan": _can(request, scenario.team_id, Capability.PLAN),
         "sweep_form": SweepForm(catalog_items=_catalog_items()),
         "any_active": any(r.status in ACTIVE_STATUSES for r in runs),
@@ -186,14 +198,13 @@ def scenario_run(request: HttpRequest, pk: int) -> HttpResponse:
         params = {"monte_carlo": SweepForm.MONTE_CARLO_SAMPLES, "sensitivity": True} if kind == RunKind.TCO else {}
         run = sim_services.run_submit(scenario=scenario, user=request.user, kind=kind, params=params,
                                       force=bool(request.POST.get("force")))
-    except (drf_exceptions.ValidationError, DjangoValidationError, ValueError) as exc:
+    except (ValidationError, DjangoValidationError, ValueError) as exc:
         messages.error(request, "Could not start the run: " + "; ".join(
             f"{k}: {' '.join(map(str, v))}" for k, v in _error_dict(exc).items()))
         return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))
     if getattr(run, "reused", False):
         messages.info(request, f"Nothing changed since run #{run.pk}; its stored result is shown.")
-    else:
-        messages.success(request, f"Run #{run.pk} queued.")
+    # a new run needs no message: its page shows it queued, then running, then the results (live)
     return HttpResponseRedirect(reverse("run-detail", args=[run.pk]))
 
 
@@ -209,6 +220,6 @@ def scenario_sweep(request: HttpRequest, pk: int) -> HttpResponse:
                                               name=form.cleaned_data.get("name") or "", params=form.params())
             messages.success(request, f"Sweep #{sweep.pk} queued: {sweep.total_runs} runs.")
             return HttpResponseRedirect(reverse("sweep-detail", args=[sweep.pk]))
-        except (drf_exceptions.ValidationError, DjangoValidationError, ValueError) as exc:
+        except (ValidationError, DjangoValidationError, ValueError) as exc:
             form.add_path_errors(_error_dict(exc))
     return render(request, "portal/sweep_form.html", {"form": form, "scenario": scenario}, status=400)

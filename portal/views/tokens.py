@@ -19,11 +19,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
-from rest_framework import exceptions as drf_exceptions
 
+from accounts import services
 from accounts.models import ApiToken, Team
 from accounts.roles import Capability
-from accounts.scoping import active_team, visible_team_ids
+from accounts.scoping import active_team
+from core.errors import DomainError
 
 EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("180", "180 days"), ("365", "1 year"), ("never", "Never")]
 
@@ -53,11 +54,11 @@ class TokenForm(forms.Form):
 
 
 def _token_teams(request: HttpRequest) -> list[Team]:
-    return list(Team.objects.filter(id__in=visible_team_ids(request, Capability.TOKEN)).order_by("name"))
+    return list(Team.objects.for_request(request, Capability.TOKEN).order_by("name"))
 
 
 def _my_tokens(request: HttpRequest) -> Any:
-    return (ApiToken.objects.filter(user_id=request.user.pk, team_id__in=visible_team_ids(request))
+    return (ApiToken.objects.for_request(request).filter(user_id=request.user.pk)
             .select_related("team").order_by("-created_at"))
 
 
@@ -69,8 +70,6 @@ NEW_TOKEN_KEY = "fp_new_token"  # the one-time secret between the POST and the p
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
     """GET: the page (and, once, a token just created). POST: create, then redirect (PRG) to show it."""
-    from accounts import services
-
     teams = _token_teams(request)
     active = active_team(request, Capability.TOKEN)
     default_team = str(active.pk) if active else (str(teams[0].pk) if teams else "")
@@ -81,11 +80,17 @@ def tokens(request: HttpRequest) -> HttpResponse:
             return render(request, "403.html", {"exception": "Your role cannot hold API tokens in any team."},
                           status=403)
         if form.is_valid():
-            team = next(t for t in teams if str(t.pk) == (form.cleaned_data.get("team") or default_team))
+            chosen = form.cleaned_data.get("team")
+            # a team picked in the form; without one, the session's active team (refused if the role there
+            # cannot hold tokens, never silently another team)
+            team = next((t for t in teams if str(t.pk) == chosen), None) if chosen else active
+            if team is None:
+                return render(request, "403.html", {"exception": "Your role in the active team cannot hold API "
+                                                                 "tokens; pick a team where it can."}, status=403)
             try:
                 token, raw = services.token_issue(user=request.user, team=team, name=form.cleaned_data["name"],
                                                   expires_at=form.expires_at())
-            except drf_exceptions.APIException as exc:
+            except DomainError as exc:
                 form.add_error(None, str(exc.detail))
                 status = 400
             else:
@@ -110,8 +115,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    from accounts import services
-
     token = _my_tokens(request).filter(pk=pk).first()
     if token is None:
         raise Http404("No such token.")

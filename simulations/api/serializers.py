@@ -126,8 +126,9 @@ class ReEvaluationSerializer(serializers.ModelSerializer):
         OpenApiExample(
             "Llama-3-70B on 1,024 H100",
             value={"document": {
-                "model": {"preset": "llama-3-70b"},
-                "training": {"tokens": 15e12, "global_batch_tokens": 16_777_216, "seq_len": 8192},
+                "model": {"name": "Llama-3-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+                          "ffn_hidden": 28672, "gated_ffn": True, "vocab": 128256, "seq_len": 8192},
+                "training": {"global_batch": 2048, "tokens": 15e12, "precision": "bf16"},
                 "parallelism": "auto",
                 "cluster": {"gpu": "H100-SXM", "gpus": 1024, "gpus_per_node": 8, "nics_per_node": 8,
                             "nic_gbps": 400, "fabric": "infiniband", "topology": "fat-tree"},
@@ -142,8 +143,7 @@ class PreviewRequestSerializer(serializers.Serializer):
                                             help_text="Or a saved scenario, optionally with overrides.")
     overrides = serializers.DictField(required=False, default=dict,
                                       help_text='Dotted path → value, e.g. {"cluster.nic_gbps": 800}.')
-    catalog_version = ScopedPrimaryKeyRelatedField(queryset=CatalogVersion.objects.all(), required=False,
-                                                   team_path="catalog__team", allow_global=True)
+    catalog_version = ScopedPrimaryKeyRelatedField(queryset=CatalogVersion.objects.all(), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("document") and not attrs.get("scenario"):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -28,11 +27,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from rest_framework import exceptions
 
-from simulations import engine
+from core.errors import ValidationError
+from simulations import engine, limits
+from simulations.engine.budget import BudgetExceeded, Cancelled, work_budget
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun
 from simulations.services import dispatch
+from simulations.services.advice import gpu_count_advice, is_layout_dead_end
 from simulations.services.fabric import compute_fabric
 from simulations.services.fleet import compute_fleet
 from simulations.services.hashing import jsonable
@@ -77,6 +78,16 @@ def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params
     return jsonable(result)
 
 
+def _with_way_out(message: str, field: str, run_id: int) -> str:
+    """A dead-end layout error gains the planner's way out (nearest GPU counts that work, or N of M + spares)."""
+    if not is_layout_dead_end(error=message, field=field):
+        return message
+    snap = SimulationRun.objects.filter(pk=run_id).values_list("input_snapshot", flat=True).first() or {}
+    document = snap.get("document") if isinstance(snap, Mapping) else None
+    advice = gpu_count_advice(document=document, catalog=snap.get("catalog_values")) if document else None
+    return f"{message}. {advice['message']}" if advice else message
+
+
 def run_cancel(*, run: SimulationRun, user: Any) -> SimulationRun:
     """Cancel a queued or running run (a running execution notices at its next progress write)."""
     now = timezone.now()
@@ -87,7 +98,7 @@ def run_cancel(*, run: SimulationRun, user: Any) -> SimulationRun:
     )
     run.refresh_from_db()
     if not changed:
-        raise exceptions.ValidationError({"status": [f"run is already {run.status}; only queued or running runs can be cancelled"]})
+        raise ValidationError({"status": [f"run is already {run.status}; only queued or running runs can be cancelled"]})
     if run.sweep_id:
         sweep_refresh(sweep_id=run.sweep_id)
     return run
@@ -112,6 +123,17 @@ def run_claim(*, run_id: int) -> str | None:
     return token if claimed else None
 
 
+def _lease_renewer(run_id: int, token: str) -> Callable[[], bool]:
+    """Cancel callback of a run's work budget: renews the heartbeat; True once the run is no longer ours."""
+
+    def cancelled() -> bool:
+        return not SimulationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, claim_token=token).update(
+            heartbeat_at=timezone.now()
+        )
+
+    return cancelled
+
+
 def _progress(run_id: int, token: str, progress: int, message: str) -> None:
     n = SimulationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, claim_token=token).update(
         progress=progress, progress_message=message[:200], heartbeat_at=timezone.now()
@@ -128,15 +150,6 @@ def _finish(run_id: int, token: str, **fields: Any) -> bool:
             finished_at=now, heartbeat_at=now, updated_at=now, **fields
         )
     return bool(n)
-
-
-def _test_delay(run_id: int, token: str) -> None:
-    """FP_TASK_TEST_DELAY_S (tests only): make each run take this long, heartbeating as it waits."""
-    delay = float(os.environ.get("FP_TASK_TEST_DELAY_S") or 0)
-    deadline = time.monotonic() + delay
-    while time.monotonic() < deadline:
-        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-        _progress(run_id, token, 20, "simulating")
 
 
 def run_execute(*, run_id: int) -> SimulationRun | None:
@@ -161,7 +174,6 @@ def run_execute(*, run_id: int) -> SimulationRun | None:
                 _finish(run_id, token, status=RunStatus.SUCCEEDED, result=prior.result, reused_from=prior,
                         progress=100, progress_message=f"identical to run {prior.pk}; stored result reused")
                 return _after_finish(run_id)
-        _test_delay(run_id, token)
         _progress(run_id, token, 30, f"running {run.kind}")
         snapshot = run.input_snapshot
         def seeds_done(done: int, total: int) -> None:  # raises RunAborted once the run is cancelled
@@ -170,20 +182,28 @@ def run_execute(*, run_id: int) -> SimulationRun | None:
 
         args = (run.kind, dict(snapshot["document"]), dict(snapshot["catalog_values"]), run.params)
         # stepwise engines report progress (fabric studies: seeds); the others keep the 4-argument call
-        stepwise = run.kind in (RunKind.FABRIC, RunKind.FLEET)
-        result = compute(*args, progress=seeds_done) if stepwise else compute(*args)
+        # Cooperative budget: the engine's loops call checkpoint(), which stops the run past FP_RUN_BUDGET_S
+        # (before Celery's soft limit) or once it was cancelled; each check also renews the lease (heartbeat).
+        with work_budget(limits.run_budget_s(), what=f"run {run_id}", cancelled=_lease_renewer(run_id, token),
+                         cancel_every_s=limits.HEARTBEAT_EVERY_S):
+            stepwise = run.kind in (RunKind.FABRIC, RunKind.FLEET)
+            result = compute(*args, progress=seeds_done) if stepwise else compute(*args)
         _progress(run_id, token, 90, "storing result")
         _finish(run_id, token, status=RunStatus.SUCCEEDED, result=result, progress=100,
                 progress_message="done", error="", error_field="")
-    except RunAborted:
+    except (RunAborted, Cancelled):
         logger.info("run %s was cancelled or taken over; stopping", run_id)
         return _after_finish(run_id)
+    except BudgetExceeded as exc:
+        _finish(run_id, token, status=RunStatus.FAILED, error=f"{exc}; fix some \"auto\" settings or lower "
+                "params.monte_carlo", error_field="budget", progress=100, progress_message="failed")
     except TransientError:
         _release(run_id, token)
         raise
     except ValueError as exc:  # engine ScenarioError / CatalogError name the field
         field = str(getattr(exc, "field", "") or "")
         message = str(getattr(exc, "message", "") or exc)
+        message = _with_way_out(message, field, run_id)
         _finish(run_id, token, status=RunStatus.FAILED, error=message[:5000], error_field=field[:120],
                 progress=100, progress_message="failed")
     except Exception as exc:

@@ -8,22 +8,28 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
+
 from simulations.engine import ENGINE_VERSION
 
 
-def _json_default(value: Any) -> Any:
-    # numpy scalars/arrays and dataclasses from the engine
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
+class EngineJSONEncoder(DjangoJSONEncoder):
+    """Django's encoder (dates, times, decimals, UUIDs, lazy strings) plus what the engine returns:
+    numpy scalars and arrays (``tolist``) and result dataclasses (``to_dict``). Anything else is its ``str``."""
+
+    def default(self, o: Any) -> Any:
+        if hasattr(o, "tolist"):
+            return o.tolist()
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        try:
+            return super().default(o)
+        except TypeError:
+            return str(o)
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, cls=EngineJSONEncoder)
 
 
 def jsonable(value: Any) -> Any:
@@ -37,7 +43,7 @@ def jsonable(value: Any) -> Any:
             return [clean(x) for x in v]
         return v
 
-    return clean(json.loads(json.dumps(value, default=_json_default)))
+    return clean(json.loads(json.dumps(value, cls=EngineJSONEncoder)))
 
 
 def input_hash(*, kind: str, document: Mapping[str, Any], catalog: Mapping[str, Any], params: Mapping[str, Any]) -> str:

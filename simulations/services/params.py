@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rest_framework import exceptions
-
+from core.errors import ValidationError
+from simulations.engine.bounds import check_int
+from simulations.engine.errors import ScenarioError
 from simulations.models import RunKind
 from simulations.services.fabric import FABRIC_PARAMS, clean_fabric_params
 from simulations.services.fleet import FLEET_PARAMS, clean_fleet_params
@@ -17,17 +18,22 @@ ALLOWED_PARAMS: dict[str, set[str]] = {"predict": set(), "search": {"top_k"}, "t
 
 def check_kind(kind: str) -> None:
     if kind not in RunKind.values:
-        raise exceptions.ValidationError({"kind": [f"must be one of {', '.join(RunKind.values)}"]})
+        raise ValidationError({"kind": [f"must be one of {', '.join(RunKind.values)}"]})
 
 
-def bounded_int(value: Any, field: str, lo: int, hi: int) -> int:
+def bounded_int(value: Any, field: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A strict integer (no bool, no string, no fraction, finite) within the bounds table's limits for ``field``
+    (or ``lo``/``hi`` when given); a DRF 400 naming the field otherwise."""
     try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise exceptions.ValidationError({field: ["must be an integer"]}) from None
-    if not lo <= number <= hi:
-        raise exceptions.ValidationError({field: [f"must be between {lo} and {hi}"]})
-    return number
+        return check_int(value, field, lo, hi)
+    except ScenarioError as exc:
+        raise ValidationError({field: [exc.message]}) from None
+
+
+def strict_bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError({field: [f"must be true or false, got {value!r}"[:200]]})
+    return value
 
 
 def clean_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -35,18 +41,15 @@ def clean_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     allowed = ALLOWED_PARAMS[kind]
     unknown = set(params) - allowed
     if unknown:
-        raise exceptions.ValidationError({f"params.{sorted(unknown)[0]}": [f"not an option of a {kind} run"]})
+        raise ValidationError({f"params.{sorted(unknown)[0]}": [f"not an option of a {kind} run"]})
     if kind == RunKind.FABRIC:
         return clean_fabric_params(params)
     if kind == RunKind.FLEET:
         return clean_fleet_params(params)
     out: dict[str, Any] = {}
-    if "top_k" in params:
-        out["top_k"] = bounded_int(params["top_k"], "params.top_k", 1, 50)
-    if "monte_carlo" in params:
-        out["monte_carlo"] = bounded_int(params["monte_carlo"], "params.monte_carlo", 0, 100_000)
-    if "seed" in params:
-        out["seed"] = bounded_int(params["seed"], "params.seed", 0, 2**31 - 1)
+    for name in ("top_k", "monte_carlo", "seed"):  # bounds: simulations/engine/bounds.py, params.*
+        if name in params:
+            out[name] = bounded_int(params[name], f"params.{name}")
     if "sensitivity" in params:
-        out["sensitivity"] = bool(params["sensitivity"])
+        out["sensitivity"] = strict_bool(params["sensitivity"], "params.sensitivity")
     return out

@@ -8,13 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from planning import services as planning
-from simulations import engine
+from simulations import engine, metrics
 from simulations.services.hashing import engine_version, jsonable
 
-PREVIEW_FIELDS = (
-    "step_time_s", "tokens_per_s", "mfu", "hfu", "time_to_train_days", "gpu_hours", "network_wait_fraction",
-    "memory_gb_per_gpu", "fits",
-)
+# The live estimate's figures come from the metric registry: performance ones from predict, cost ones from tco.
+PREVIEW_FIELDS = (*(m.key for m in metrics.PREVIEW if m.path.startswith(metrics.PERFORMANCE)), "fits")
+PREVIEW_COSTS = tuple(m.path.removeprefix("tco.") for m in metrics.PREVIEW if m.path.startswith("tco."))
 
 
 def preview(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -30,7 +29,7 @@ def preview(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None = 
         try:
             costs = jsonable(engine.tco(doc, catalog=cat))
             t = costs.get("tco", {})
-            for key in ("run_cost_usd", "usd_per_gpu_hour", "usd_per_million_tokens", "capex_usd", "annual_tco_usd"):
+            for key in PREVIEW_COSTS:
                 out[key] = t.get(key)
         except ValueError as exc:
             if not hasattr(exc, "field"):

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from rest_framework import exceptions
 
+from core.errors import ValidationError
 from planning import services as planning
 from planning.models import CatalogVersion, Scenario
+from simulations import metrics
 from simulations.models import ReEvaluation, RunKind, RunStatus, RunTrigger, SimulationRun
-from simulations.reports import run_metrics
+from simulations.reports import run_fits, run_metrics
 from simulations.services import dispatch
 from simulations.services.hashing import engine_version, input_hash
 from simulations.services.runs import run_create
@@ -23,6 +25,13 @@ logger = logging.getLogger(__name__)
 
 def _reevaluation_key(*, scenario: Scenario, hash_: str, version: CatalogVersion | None) -> str:
     return f"reeval:{scenario.pk}:{hash_}:{version.pk if version else 0}:{engine_version()}"
+
+
+def _calibration_label(section: Any) -> str:
+    """'<profile name> v<version>' of a document's calibration section (issue #16), 'none' without one."""
+    if not isinstance(section, Mapping):
+        return "none"
+    return f"{section.get('name') or 'profile'} v{section.get('version')}"
 
 
 def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str], SimulationRun | None]:
@@ -47,6 +56,9 @@ def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str],
         reasons.append(f"fleet {fleet.name} changed")
     if last.engine_version != engine_version():
         reasons.append(f"engine {last.engine_version} → {engine_version()}")
+    cal_then, cal_now = (snap.get("document") or {}).get("calibration"), document.get("calibration")
+    if _calibration_label(cal_then) != _calibration_label(cal_now):
+        reasons.append(f"calibration {_calibration_label(cal_then)} → {_calibration_label(cal_now)}")
     if not reasons and last.input_hash != input_hash(kind=last.kind, document=document, catalog=values,
                                                      params=last.params):
         reasons.append("scenario inputs changed")
@@ -82,7 +94,7 @@ def reevaluate_watched(*, scenario_ids: list[int] | None = None) -> list[ReEvalu
             created.append(reeval)
         except IntegrityError:
             continue  # another beat already re-evaluated this change
-        except (ValueError, exceptions.ValidationError) as exc:
+        except (ValueError, ValidationError) as exc:
             logger.warning("re-evaluation of scenario %s skipped: %s", scenario.pk, exc)
     return created
 
@@ -114,6 +126,40 @@ def _catalog_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
     return notes
 
 
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: node}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if isinstance(value, bool) else "—"
+    if isinstance(value, int | float):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.6g}"
+    return str(value)
+
+
+def document_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int = 6) -> list[str]:
+    """Which inputs moved, in planner words: ``servers 128 → 160 (1,024 → 1,280 GPUs)``, ``cluster.nic_gbps 400 → 800``."""
+    a, b = _leaves(before), _leaves(after)
+    notes: list[str] = []
+    gpus = ("cluster.gpus", "cluster.gpus_per_node")
+    if a.get(gpus[0]) != b.get(gpus[0]) and a.get(gpus[1]) == b.get(gpus[1]) and a.get(gpus[1]):
+        per = a[gpus[1]]
+        with contextlib.suppress(TypeError, ZeroDivisionError):
+            notes.append(f"servers {_show(a[gpus[0]] / per)} → {_show(b[gpus[0]] / per)} "
+                         f"({_show(a[gpus[0]])} → {_show(b[gpus[0]])} GPUs)")
+    for path in sorted(set(a) | set(b)):
+        if a.get(path) == b.get(path) or (notes and path == gpus[0]) or path in ("name", "description"):
+            continue
+        notes.append(f"{path} {_show(a.get(path))} → {_show(b.get(path))}")
+    return notes[:limit] + ([f"+{len(notes) - limit} more inputs"] if len(notes) > limit else [])
+
+
 def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
     """Per-metric changes between two runs and a one-line human summary of why."""
     new_m = run_metrics(new)
@@ -129,16 +175,19 @@ def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dic
         causes = _catalog_changes(previous.input_snapshot.get("catalog_values", {}),
                                   new.input_snapshot.get("catalog_values", {}))
         if previous.input_snapshot.get("document") != new.input_snapshot.get("document"):
-            causes.append("cluster/workload inputs changed")
+            causes += document_changes(previous.input_snapshot.get("document") or {},
+                                       new.input_snapshot.get("document") or {}) or ["cluster/workload inputs changed"]
         if previous.engine_version != new.engine_version:
             causes.append(f"engine {previous.engine_version} → {new.engine_version}")
-    headline = []
-    for metric, label in (("tco.annual_tco_usd", "TCO"), ("tco.usd_per_million_tokens", "$/Mtok"),
-                          ("step_time_s", "step time"), ("time_to_train_days", "time to train")):
-        pct = changes.get(metric, {}).get("delta_pct")
-        if pct is not None and abs(pct) >= 0.05:
+    headline: list[str] = []
+    for spec in metrics.REEVALUATION:
+        label = spec.reevaluation
+        pct = next((changes[p].get("delta_pct") for p in spec.paths if p in changes), None)
+        if pct is not None and abs(pct) >= 0.05 and not any(h.startswith(label + " ") for h in headline):
             headline.append(f"{label} {pct:+.1f}%")
     text = "first evaluation" if previous is None else ", ".join(headline) or "no material change"
+    if run_fits(new) is False:  # an impossible result says so first, wherever it is shown
+        text = "DOES NOT FIT in GPU memory (not a feasible plan) — " + text
     if causes:
         text += ": " + "; ".join(causes[:5]) + (f" (+{len(causes) - 5} more)" if len(causes) > 5 else "")
     return changes, text

@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from rest_framework import exceptions
 
 from accounts.models import Team
+from core.errors import ValidationError
 from simulations.models import Report, SimulationRun
 
 
 def _report_runs_check(*, team_id: int, runs: list[SimulationRun], baseline: SimulationRun) -> None:
     if not runs:
-        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+        raise ValidationError({"runs": ["give at least one run"]})
     foreign = [r.pk for r in runs if r.team_id != team_id]
     if foreign:
-        raise exceptions.ValidationError({"runs": [f"run(s) not found: {', '.join(map(str, foreign))}"]})
+        raise ValidationError({"runs": [f"run(s) not found: {', '.join(map(str, foreign))}"]})
     if baseline.team_id != team_id:
-        raise exceptions.ValidationError({"baseline": [f"run {baseline.pk} not found"]})
+        raise ValidationError({"baseline": [f"run {baseline.pk} not found"]})
 
 
 def report_create(
@@ -26,10 +26,10 @@ def report_create(
     description: str = "", metrics: list[str] | None = None,
 ) -> Report:
     if not name.strip():
-        raise exceptions.ValidationError({"name": ["This field is required."]})
+        raise ValidationError({"name": ["This field is required."]})
     baseline = baseline or (runs[0] if runs else None)
     if baseline is None:
-        raise exceptions.ValidationError({"runs": ["give at least one run"]})
+        raise ValidationError({"runs": ["give at least one run"]})
     _report_runs_check(team_id=team.pk, runs=runs, baseline=baseline)
     with transaction.atomic():
         report = Report.objects.create(team=team, created_by=user, updated_by=user, name=name.strip(),

@@ -6,7 +6,8 @@ import io
 from typing import Any
 
 import pytest
-from rest_framework import exceptions
+
+from core import errors as exceptions  # the domain raises its own errors (core.errors)
 
 pytestmark = pytest.mark.django_db
 

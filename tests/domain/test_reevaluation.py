@@ -187,3 +187,30 @@ def test_reevaluate_command_queues_changed_scenarios_and_waits(world, watched, f
     assert text.startswith("1 re-evaluation(s) queued")
     assert f"scenario {watched.pk}: catalog version v1 → v2" in text
     assert "price +30%" in text
+
+
+def test_webhook_task_retries_with_backoff_then_records_the_failure(
+    world, watched, fake_engine, receiver, monkeypatch
+) -> None:
+    """The delivery task retries a 5xx through Celery's autoretry (max_retries + 1 attempts), then gives up
+    and records the failure on the re-evaluation instead of raising."""
+    from planning import services as planning
+    from simulations import services, tasks
+
+    team = world["team"]
+    team.webhook_url = receiver["url"]
+    team.webhook_secret = "s3cret"
+    team.save()
+    monkeypatch.setattr(tasks.deliver_webhook, "apply_async", lambda args, **kw: None)
+    monkeypatch.setattr(tasks.execute_run, "apply_async", lambda args, **kw: None)
+    planning.fleet_update(fleet=world["x"]["fleet"], user=world["users"]["admin"], nic_gbps=800)
+    [reeval] = services.reevaluate_watched()
+    services.run_execute(run_id=reeval.new_run_id)
+    receiver["status"] = 503
+    assert tasks.deliver_webhook.autoretry_for == (services.WebhookError,) and tasks.deliver_webhook.retry_backoff
+    result = tasks.deliver_webhook.apply(args=[reeval.pk])  # eager: Celery runs the retries at once
+    assert result.get() is False
+    reeval.refresh_from_db()
+    attempts = tasks.deliver_webhook.max_retries + 1
+    assert len(receiver["requests"]) == attempts and reeval.delivery_attempts == attempts
+    assert reeval.delivery_status == "failed" and "503" in reeval.delivery_error

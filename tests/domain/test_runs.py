@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.test import override_settings
 from django.utils import timezone
-from rest_framework import exceptions
+
+from core import errors as exceptions  # the domain raises its own errors (core.errors)
 
 pytestmark = pytest.mark.django_db
 
@@ -95,8 +96,7 @@ def test_claim_is_compare_and_set(world, fake_engine) -> None:
 
 
 def test_saving_an_invalid_scenario_is_refused_naming_the_field(world) -> None:
-    from rest_framework.exceptions import ValidationError
-
+    from core.errors import ValidationError
     from planning import services as planning
 
     x = world["x"]

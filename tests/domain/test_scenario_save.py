@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 import pytest
-from rest_framework.exceptions import ValidationError
 
+from core.errors import ValidationError
 from tests.domain.conftest import CLUSTER, MODEL, PARALLELISM, TRAINING
 
 pytestmark = pytest.mark.django_db

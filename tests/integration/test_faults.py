@@ -9,7 +9,8 @@ result written by exactly one execution, and no run row is duplicated.
 * the worker's PostgreSQL connection terminated mid-run → the task retries, the run ends consistent;
 * the re-evaluation beat task fired twice concurrently → each change is re-evaluated once.
 
-FP_TASK_TEST_DELAY_S makes a run take that long (heartbeating), so there is time to break things.
+FP_TASK_TEST_DELAY_S makes a run take that long (the worker runs tests/slow_worker.py: the engine call
+waits, heartbeating through the engine's checkpoint()), so there is time to break things.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
     lease = {"FP_RUN_STUCK_AFTER_S": "12", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
     first = celery_worker_factory(queues="simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "60"})
     [run_id] = _submit(world)
-    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message="simulating").exists(),
+    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
           60, "the first worker to be mid-run")
     first.kill()  # SIGKILL to the whole process group: no ack, no cleanup, heartbeat stops
     run = SimulationRun.objects.get(pk=run_id)
@@ -226,7 +227,7 @@ def test_database_connection_dropped_mid_run_retries_and_ends_consistent(
     # Production lease (15 min): recovery must come from the task's own retry, not from the reaper.
     worker = celery_worker_factory(queues="simulations", extra_env={"FP_TASK_TEST_DELAY_S": "4"})
     [run_id] = _submit(world)
-    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message="simulating").exists(),
+    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
           60, "the run to be mid-flight")
     assert _terminate_other_backends() >= 1, "the worker holds a database connection"
 

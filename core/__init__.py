@@ -1,0 +1,1 @@
+"""Shared kernel: what every app may import and which imports no app (domain errors)."""

@@ -1,0 +1,33 @@
+"""A Celery app for fault-injection tests: the real app, with every run's engine call made slow.
+
+``celery_worker_factory(extra_env={"FP_TASK_TEST_DELAY_S": "2"})`` starts ``celery -A tests.slow_worker``: each
+run then spends that many seconds in its engine call, calling the engine's cooperative ``checkpoint()`` as
+it waits — so it heartbeats (renews its lease) and stops when cancelled, exactly like a long simulation.
+Production code carries no test hook: the delay is this module's patch of ``execution.compute``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from planner.celery import app
+from simulations.engine.budget import checkpoint
+from simulations.services import execution
+
+__all__ = ["app"]
+
+DELAY_S = float(os.environ.get("FP_TASK_TEST_DELAY_S") or 0)
+_engine_compute = execution.compute
+
+
+def slow_compute(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + DELAY_S
+    while time.monotonic() < deadline:
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        checkpoint()  # heartbeat; raises Cancelled once the run is cancelled or taken over
+    return _engine_compute(*args, **kwargs)
+
+
+execution.compute = slow_compute
