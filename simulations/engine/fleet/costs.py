@@ -62,6 +62,15 @@ def cluster_plan(cluster: FleetCluster, costs: Mapping[str, Any] | None, path: s
     return s, fplan
 
 
+def hosts_per_node(s: Scenario, catalog: Catalog | None = None) -> int:
+    """Operating-system hosts per scheduling node: the server's ``hosts_per_server`` (an NVL72 rack is 18 compute
+    trays, each its own host), 1 for HGX-style servers or when no server is known."""
+    key = s.fabric.server if s.fabric is not None else None
+    if key is None:
+        return 1
+    return int((get_item(key, "server", "costs.server", catalog).get("specs") or {}).get("hosts_per_server", 1))
+
+
 def cluster_cost(cluster: FleetCluster, plan_costs: Mapping[str, Any] | None, path: str,
                  catalog: Catalog | None = None) -> dict[str, float]:
     """``{capex_usd, annual_opex_usd, annual_tco_usd, usd_per_gpu_hour}`` of one cluster (cached)."""
@@ -87,7 +96,8 @@ def cluster_cost(cluster: FleetCluster, plan_costs: Mapping[str, Any] | None, pa
     host = float(sspecs.get("host_power_w", 0.0))
     point = PerfPoint(
         performance={}, plan=fplan, server_key=str(server["key"]), server_item=server, gpus=spec.gpus,
-        nodes=nodes, gpus_per_node=spec.gpus_per_node, gpu_tdp_w=tdp, host_power_w=host,
+        nodes=nodes, hosts=nodes * hosts_per_node(s, catalog), gpus_per_node=spec.gpus_per_node, gpu_tdp_w=tdp,
+        host_power_w=host,
         server_max_w=float(sspecs.get("max_power_w") or server.get("power_w") or (spec.gpus_per_node * tdp + host)),
         time_to_train_days=0.0, tokens=0.0, network_wait_fraction=0.0, params=0.0, rate_by_component={},
         reliability=load_reliability(catalog),

@@ -60,6 +60,22 @@ def integrate(sim: Sim, horizon: int) -> Arr:
     return out.reshape(rows, NQ, horizon)
 
 
+SHORTFALL_WINDOW_DAYS = 7  # a shortfall is sustained demand over supply, not one busy afternoon
+
+
+def shortfall_days(waiting: Arr, idle: Arr, window: int = SHORTFALL_WINDOW_DAYS) -> npt.NDArray[np.intp]:
+    """Days ``d`` on which the GPUs asked by waiting jobs exceed the idle GPUs, averaged over ``[d, d+window)``
+    (clipped at the horizon): demand exceeds supply for a week, not for one burst of arrivals."""
+    n = len(waiting)
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    cw, ci = np.r_[0.0, np.cumsum(waiting)], np.r_[0.0, np.cumsum(idle)]
+    start = np.arange(n)
+    end = np.minimum(start + window, n)
+    w, i = cw[end] - cw[start], ci[end] - ci[start]
+    return np.flatnonzero((w > i + 1e-9) & (waiting > 1e-9))
+
+
 def _pct(values: Sequence[float] | Arr) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
     if a.size == 0:
@@ -122,7 +138,7 @@ def collect(sim: Sim, horizon: int, names: Sequence[str], named_count: int,
     frag = float(cl[:, FRAG].sum())
     idle_daily = np.maximum(avail - cl[:, ALLOC] - cl[:, REPAIR], 0.0).sum(axis=0)
     waiting_daily = daily[C, WAITING]
-    short = np.flatnonzero((waiting_daily > idle_daily + 1e-9) & (waiting_daily > 1e-9))
+    short = shortfall_days(waiting_daily, idle_daily)
     jobs = sim.jobs
     waits = [j.first_start - j.submit for j in jobs if j.first_start is not None]
     completed = [j for j in jobs if j.end is not None]

@@ -20,7 +20,7 @@ from typing import Any
 
 from simulations.engine.catalog import Catalog
 from simulations.engine.errors import ScenarioError
-from simulations.engine.fleet.costs import cluster_plan
+from simulations.engine.fleet.costs import cluster_plan, hosts_per_node
 from simulations.engine.fleet.plan import Failures, FleetCluster, NamedJob
 from simulations.engine.goodput import (
     ReliabilityModel,
@@ -44,6 +44,7 @@ class ClusterReliability:
     storage_write_gbytes_per_s: float
     node_write_gbytes_per_s: float
     checkpoint_bytes_per_param: float
+    hosts_per_node: int = 1  # OS hosts per scheduling node (checkpoint write bandwidth is per host)
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,11 @@ class JobOption:
 
 def _counts_per_gpu(cluster: FleetCluster, catalog: Catalog | None, field: str) -> dict[str, float]:
     spec = cluster.spec
-    _, plan = cluster_plan(cluster, cluster.costs, field, catalog)
+    scen, plan = cluster_plan(cluster, cluster.costs, field, catalog)
     g = float(spec.gpus)
     return {
         "gpu": 1.0,
-        "node": 1.0 / spec.gpus_per_node,
+        "node": hosts_per_node(scen, catalog) / spec.gpus_per_node,  # host and software faults count per OS host
         "nic": spec.nics_per_node / spec.gpus_per_node,
         "switch": float(plan.switches["total"]) / g,
         "transceiver": float(plan.transceiver_count) / g,
@@ -98,14 +99,15 @@ def cluster_reliability(cluster: FleetCluster, failures: Failures, catalog: Cata
         storage_write_gbytes_per_s=model.storage_write_gbytes_per_s,
         node_write_gbytes_per_s=model.node_write_gbytes_per_s,
         checkpoint_bytes_per_param=model.checkpoint_bytes_per_param,
+        hosts_per_node=hosts_per_node(cluster_plan(cluster, cluster.costs, field, catalog)[0], catalog),
     )
 
 
 def checkpoint_days(rel: ClusterReliability, failures: Failures, params: float, nodes: int) -> float:
-    """Time to write one checkpoint: the job's state over min(storage, nodes x per-node) bandwidth."""
+    """Time to write one checkpoint: the job's state over min(storage, hosts x per-host) bandwidth."""
     if params <= 0:
         return failures.checkpoint_write_min / 1440.0
-    bw = min(rel.storage_write_gbytes_per_s, nodes * rel.node_write_gbytes_per_s) * 1e9
+    bw = min(rel.storage_write_gbytes_per_s, nodes * rel.hosts_per_node * rel.node_write_gbytes_per_s) * 1e9
     return params * rel.checkpoint_bytes_per_param / bw / 86400.0
 
 
