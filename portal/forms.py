@@ -191,6 +191,11 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         self.base_uncertainty = dict(base_uncertainty or {})
         items = list(catalog_items)
         self.catalog = {i["key"]: i for i in items if "key" in i}
+        #: GPU key -> GPUs per server its systems come in (72 for GB200/GB300 NVL72 racks), for the builder's JS
+        self.gpu_node_sizes = {
+            k: int(i["specs"]["default_gpus_per_node"]) for k, i in self.catalog.items()
+            if i.get("kind") == "gpu" and isinstance((i.get("specs") or {}).get("default_gpus_per_node"), int)
+        }
         pairs = list(fleets)
         self.fleets = {str(f.pk): f for f, _ in pairs}
         self.fleet_clusters = {str(f.pk): dict(c) for f, c in pairs}

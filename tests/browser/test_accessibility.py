@@ -105,6 +105,11 @@ def test_builder_labels_axe_and_keyboard(live_server: Any, browser: Any, make_us
     page.focus("#builder-form input[name=nic_gbps]:checked")
     page.keyboard.press("ArrowRight")
     assert page.locator("#builder-form input[name=nic_gbps]:checked").get_attribute("value") != "400"
+    # a rack-scale GPU brings its own server size (72 per NVL72 rack); back to an HGX GPU, 8 again
+    page.select_option("#builder-form select[name=gpu]", "GB300")
+    assert page.input_value("#builder-form [name=gpus_per_node]") == "72"
+    page.select_option("#builder-form select[name=gpu]", "H100-SXM")
+    assert page.input_value("#builder-form [name=gpus_per_node]") == "8"
     shot(page, "41-builder-keyboard")
 
 

@@ -117,6 +117,21 @@
     }
 
     if (picker) picker.addEventListener("change", function () { applyFleet(); updatePod(); });
+    // A GPU sold as a rack-scale system (GB200/GB300 NVL72) comes in its own server size: follow it.
+    var nodeSizes = readJSON("gpu-node-sizes") || {};
+    var gpuSelect = form.querySelector("select[name=gpu]");
+    var perNodeInput = form.querySelector("[name=gpus_per_node]");
+    if (gpuSelect && perNodeInput) {
+      gpuSelect.addEventListener("change", function () {
+        var picked = picker && picker.value;
+        var size = nodeSizes[gpuSelect.value];
+        if (picked) return;
+        var rackSizes = Object.keys(nodeSizes).map(function (k) { return String(nodeSizes[k]); });
+        if (size) perNodeInput.value = String(size);
+        else if (rackSizes.indexOf(perNodeInput.value) >= 0) perNodeInput.value = "8";  // back from a rack GPU
+        updatePod();
+      });
+    }
     form.addEventListener("input", updatePod);
     form.addEventListener("change", updatePod);
     updatePod();
