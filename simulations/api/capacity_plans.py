@@ -16,12 +16,12 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.roles import Capability
 from core.errors import NotFound, ValidationError
+from planner.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
 from planner.api.viewsets import ServiceModelViewSet
 from planning.models import CapacityPlan
 from planning.services import capacity_plans as plan_services
