@@ -160,6 +160,12 @@ def test_results_name_the_profile_version_and_a_new_profile_reevaluates(world, d
     result: dict[str, Any] = run.result or {}
     assert any(f"v{prof['version']}" in n for n in result["notes"]), result["notes"]
     assert run.input_snapshot["document"]["calibration"]["version"] == prof["version"]
+    from django.test import Client
+
+    page = Client()
+    page.force_login(admin)
+    html = page.get(f"/runs/{run.pk}/").content.decode()
+    assert f"calibrated with {prof['name']}" in html and f"v{prof['version']}" in html
     assert services.scenario_needs_reevaluation(scenario=scenario)[0] is False
     planner = _client(world["users"]["planner"])
     with django_capture_on_commit_callbacks(execute=True):
