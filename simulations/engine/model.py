@@ -23,6 +23,7 @@ from simulations.engine.context import (  # noqa: F401  (re-exported: the model'
     profile_arrays,
 )
 from simulations.engine.memory import memory_per_gpu, usable_memory_bytes
+from simulations.engine.moe_balance import busiest_rank_factor
 from simulations.engine.stragglers import straggler_time
 from simulations.engine.timeline import comm_timeline
 
@@ -204,7 +205,10 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
 
     if ctx.moe:
         n_moe = ctx.layers - ctx.dense_layers
-        tok_expert = m_tok * ep * ctx.top_k / ctx.experts  # tokens per local expert
+        # dropless routing: the busiest EP rank's load sets the pace (moe_balance.py: balls into bins +
+        # routing-preference spread, expected maximum over the ep ranks)
+        imb = busiest_rank_factor(ctx.experts, ep, m_tok * ctx.top_k)
+        tok_expert = m_tok * ep * ctx.top_k / ctx.experts * imb  # tokens per local expert, busiest rank
         t_moe_ffn = ffn_time(ctx.expert_ffn, tok_expert, ctx.experts / ep)
         if ctx.shared_experts > 0:
             t_shared = ffn_time(ctx.expert_ffn * ctx.shared_experts, m_tok)
@@ -213,7 +217,8 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
             t_shared = np.zeros_like(tp)
         t_moe_ffn = t_moe_ffn + _gemm_time(ctx, m_tok, h * ones, ctx.experts * ones)  # router
         act_moe = ctx.mats * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) / tp
-        t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe + 2.0 * ctx.top_k * h / sp_div))
+        act_moe_busy = ctx.mats * ctx.expert_ffn * (ctx.top_k * imb + ctx.shared_experts) / tp
+        t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe_busy + 2.0 * ctx.top_k * imb * h / sp_div))
     else:
         n_moe = 0.0
         t_moe_ffn = np.zeros_like(tp)
@@ -278,8 +283,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     if ctx.moe:
         tok_a2a = m_tok / sp_div
         placements["ep"] = cl.place(net, ep, tp)
-        t_disp = cl.moe_a2a(net, tok_a2a, h * ctx.elem_bytes, ctx.top_k, ep, tp, placements["ep"])
-        t_comb = cl.moe_a2a(net, tok_a2a, h * BYTES_ACT, ctx.top_k, ep, tp, placements["ep"])
+        # the busiest rank receives (dispatch) and returns (combine) imb times the mean share
+        t_disp = cl.moe_a2a(net, tok_a2a * imb, h * ctx.elem_bytes, ctx.top_k, ep, tp, placements["ep"])
+        t_comb = cl.moe_a2a(net, tok_a2a * imb, h * BYTES_ACT, ctx.top_k, ep, tp, placements["ep"])
         n_pairs = 2.0 + np.where(rc >= 2, 1.0, 0.0)
         t_ep_raw = frac_moe * n_pairs * (t_disp + t_comb)
         # Overlap. In the steady state of a pipelined schedule (1F1B, interleaved, DualPipe) a stage

@@ -2,8 +2,9 @@
 
 Bounds are what the engine honestly achieves (docs/validation.md), not targets it was tuned to:
 all rows MAPE <= 15% and worst <= 30%; the dense-model rows worst <= 30%; the MoE rows (DeepSeek-V2
-and V3 on H800) worst <= 30% (both predicted 20-29% fast: MLA approximated, partial recomputation and
-routing kernels not modelled; docs/performance-model.md section 11).
+and V3 on H800) worst <= 30% (both predicted fast, V2 by 23%, V3 by 10% with the expert load imbalance of
+moe_balance.py: MLA approximated, partial recomputation and routing kernels not modelled;
+docs/performance-model.md section 11).
 """
 
 from __future__ import annotations
