@@ -53,7 +53,9 @@ class FabricStudyForm(forms.Form):
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].queryset = Scenario.objects.for_request(request).order_by("name")
+        field = self.fields["scenario"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = Scenario.objects.for_request(request).order_by("name")
 
     def params(self) -> dict[str, Any]:
         d = self.cleaned_data

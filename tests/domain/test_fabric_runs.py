@@ -10,6 +10,14 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 
+def _execute(run_id: int) -> Any:
+    from simulations import services
+
+    done = services.run_execute(run_id=run_id)
+    assert done is not None
+    return done
+
+
 def test_fabric_study_runs_the_real_simulator_end_to_end(world: dict[str, Any]) -> None:
     from simulations import services
 
@@ -17,7 +25,7 @@ def test_fabric_study_runs_the_real_simulator_end_to_end(world: dict[str, Any]) 
     run = services.run_submit(scenario=x["scenario"], user=world["users"]["planner"], kind="fabric",
                               params={"seeds": 3})
     assert run.status == "queued" and run.params == {"seeds": 3}
-    done = services.run_execute(run_id=run.pk)
+    done = _execute(run.pk)
     assert done.status == "succeeded", done.error
     assert done.progress == 100 and done.attempts == 1
     res = done.result
@@ -28,7 +36,7 @@ def test_fabric_study_runs_the_real_simulator_end_to_end(world: dict[str, Any]) 
     # identical submission: the stored result is reused, no second job
     again = services.run_submit(scenario=x["scenario"], user=world["users"]["planner"], kind="fabric",
                                 params={"seeds": 3})
-    assert again.pk == done.pk and again.reused is True
+    assert again.pk == done.pk and again.reused is True  # type: ignore[attr-defined]
 
 
 def test_one_routing_and_scenario_routing(world: dict[str, Any]) -> None:
@@ -38,14 +46,14 @@ def test_one_routing_and_scenario_routing(world: dict[str, Any]) -> None:
     run = services.run_submit(scenario=world["x"]["scenario"], user=user, kind="fabric",
                               params={"routing": "ecmp", "qps": 4, "seeds": 2, "placement": "random",
                                       "ranks": 16, "traffic": "permutation"})
-    done = services.run_execute(run_id=run.pk)
+    done = _execute(run.pk)
     assert done.status == "succeeded", done.error
     v = done.result["variants"]
     assert len(v) == 1 and v[0]["label"] == "ecmp 4 QPs"
     assert v[0]["result"]["inputs"]["qps"] == 4 and v[0]["result"]["inputs"]["ranks"] == 16
     run = services.run_submit(scenario=world["x"]["scenario"], user=user, kind="fabric",
                               params={"routing": "scenario", "seeds": 1})
-    done = services.run_execute(run_id=run.pk)
+    done = _execute(run.pk)
     assert done.status == "succeeded", done.error
     assert done.result["variants"][0]["result"]["inputs"]["routing"] == "adaptive"  # the IB scenario's default
 
@@ -72,7 +80,7 @@ def test_progress_counts_seeds_and_cancel_stops_the_simulation(world: dict[str, 
     monkeypatch.setattr(services.fabric, "study", watching_study)
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="fabric",
                               params={"routing": "ecmp", "seeds": 10})
-    done = services.run_execute(run_id=run.pk)
+    done = _execute(run.pk)
     assert seen[0][1] == "seeds 1/10" and seen[1][1] == "seeds 2/10"
     assert 30 < seen[0][0] < seen[1][0] < 100
     assert len(seen) == 2  # the third seed's progress write found the run cancelled and stopped it
@@ -109,7 +117,7 @@ def test_engine_refusal_fails_the_run_naming_the_field(world: dict[str, Any]) ->
 
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="fabric",
                               params={"ranks": 4096, "seeds": 1})
-    done = services.run_execute(run_id=run.pk)
+    done = _execute(run.pk)
     assert done.status == "failed" and done.error_field == "ranks" and done.result is None
 
 
@@ -136,7 +144,6 @@ def test_api_submit_fetch_and_compare(world: dict[str, Any], api_client_for: Any
 
 
 def test_sweep_over_routing_placement_and_oversubscription(world: dict[str, Any], api_client_for: Any) -> None:
-    from simulations import services
     from simulations.models import SimulationRun
 
     client = api_client_for(world["users"]["planner"])
@@ -151,7 +158,7 @@ def test_sweep_over_routing_placement_and_oversubscription(world: dict[str, Any]
             for run in runs} == {(a, b, c) for a in ("ecmp", "adaptive") for b in ("packed", "random") for c in (1.0, 2.0)}
     assert all(run.params["seeds"] == 2 and "params" not in run.input_snapshot["document"] for run in runs)
     for run in runs:
-        services.run_execute(run_id=run.pk)
+        _execute(run.pk)
     sweep = client.get(f"/api/v1/sweeps/{r.json()['id']}/").json()
     assert sweep["status"] == "succeeded" and sweep["summary"]["counts"] == {"succeeded": 8}
     assert "efficiency.p50" in sweep["summary"]["best"]
