@@ -204,7 +204,9 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
     if placement == "fragmented" and job_nodes_n > (1.0 - fragmentation) * net.nodes:
         raise ScenarioError("fragmentation", f"{fragmentation:g} of {net.nodes} nodes taken leaves fewer than "
                                              f"the job's {job_nodes_n} nodes")
-    channels = net.nics_per_node if channels is None else _check_int(channels, "channels", 1, MAX_CHANNELS)
+    # NCCL opens at least one ring per NIC of a node (and at most MAXCHANNELS = 64 in recent releases)
+    channels = min(net.nics_per_node, MAX_CHANNELS) if channels is None else \
+        _check_int(channels, "channels", 1, MAX_CHANNELS)
     if net.planes > 1:
         rail_aligned = True  # planes are disjoint networks: a NIC only reaches its own index elsewhere
     elif rail_aligned is None:
