@@ -9,6 +9,7 @@ in the quarter it is delivered (existing clusters' capex is sunk).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +24,20 @@ from simulations.engine.tco import PerfPoint, annual, build_lines, resolve_costs
 
 _CACHE: dict[str, dict[str, float]] = {}
 _PLANS: dict[str, tuple[Scenario, FabricPlan]] = {}
+_CACHE_LIMIT = 4096
+
+
+def catalog_key(catalog: Catalog | None) -> str:
+    """A content fingerprint of a catalog (``""`` = the engine default), so caches are keyed on what was priced."""
+    if catalog is None:
+        return ""
+    return hashlib.sha256(json.dumps(catalog, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
 
 
 def _repath(exc: ScenarioError | CatalogError, path: str) -> ScenarioError:
@@ -40,8 +55,8 @@ def cluster_plan(cluster: FleetCluster, costs: Mapping[str, Any] | None, path: s
     The scenario parser needs a training section; a one-layer probe model whose layout always exists (pure
     data parallelism, one sequence per GPU) stands in: nothing about it reaches the fabric or the prices.
     """
-    key = json.dumps([cluster.doc, dict(costs or {})], sort_keys=True, default=str)
-    if catalog is None and key in _PLANS:
+    key = json.dumps([cluster.doc, dict(costs or {}), catalog_key(catalog)], sort_keys=True, default=str)
+    if key in _PLANS:
         return _PLANS[key]
     g = cluster.spec.gpus
     probe = {
@@ -57,8 +72,7 @@ def cluster_plan(cluster: FleetCluster, costs: Mapping[str, Any] | None, path: s
         fplan = plan_for(s, catalog)
     except (ScenarioError, CatalogError) as exc:
         raise _repath(exc, path) from exc
-    if catalog is None:
-        _PLANS[key] = (s, fplan)
+    _remember(_PLANS, key, (s, fplan))
     return s, fplan
 
 
@@ -75,8 +89,8 @@ def cluster_cost(cluster: FleetCluster, plan_costs: Mapping[str, Any] | None, pa
                  catalog: Catalog | None = None) -> dict[str, float]:
     """``{capex_usd, annual_opex_usd, annual_tco_usd, usd_per_gpu_hour}`` of one cluster (cached)."""
     costs = {**(plan_costs or {}), **(cluster.costs or {})}
-    key = json.dumps([cluster.doc, costs], sort_keys=True, default=str)
-    if catalog is None and key in _CACHE:
+    key = json.dumps([cluster.doc, costs, catalog_key(catalog)], sort_keys=True, default=str)
+    if key in _CACHE:
         return _CACHE[key]
     s, fplan = cluster_plan(cluster, costs, path, catalog)
     try:
@@ -108,8 +122,7 @@ def cluster_cost(cluster: FleetCluster, plan_costs: Mapping[str, Any] | None, pa
     tco = float(sum(float(annual(ln, params)) for ln in lines))
     out = {"capex_usd": capex, "annual_opex_usd": opex, "annual_tco_usd": tco,
            "usd_per_gpu_hour": tco / (spec.gpus * 8760.0)}
-    if catalog is None:
-        _CACHE[key] = out
+    _remember(_CACHE, key, out)
     return out
 
 

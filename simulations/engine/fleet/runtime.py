@@ -20,7 +20,7 @@ from typing import Any
 
 from simulations.engine.catalog import Catalog
 from simulations.engine.errors import ScenarioError
-from simulations.engine.fleet.costs import cluster_plan, hosts_per_node
+from simulations.engine.fleet.costs import catalog_key, cluster_plan, hosts_per_node
 from simulations.engine.fleet.plan import Failures, FleetCluster, NamedJob
 from simulations.engine.goodput import (
     ReliabilityModel,
@@ -146,18 +146,17 @@ def _scenario(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int) -> 
 def predict_days(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int,
                  catalog: Catalog | None) -> tuple[float, float, bool]:
     """(fault-free run days, parameters, fits in memory) of ``workload`` on ``gpus`` GPUs of ``cluster``; cached."""
-    key = (json.dumps(workload, sort_keys=True, default=str), json.dumps(cluster.doc, sort_keys=True, default=str),
-           gpus)
-    hit = _PREDICT_CACHE.get(key) if catalog is None else None
+    key = (json.dumps(workload, sort_keys=True, default=str),
+           json.dumps([cluster.doc, catalog_key(catalog)], sort_keys=True, default=str), gpus)
+    hit = _PREDICT_CACHE.get(key)
     if hit is not None:
         return hit
     doc = _scenario(workload, cluster, gpus)
     result = predict(doc, catalog)
     out = (float(result.time_to_train_days), float(param_count(doc["model"])), bool(result.fits))
-    if catalog is None:
-        if len(_PREDICT_CACHE) >= _CACHE_LIMIT:
-            _PREDICT_CACHE.clear()
-        _PREDICT_CACHE[key] = out
+    if len(_PREDICT_CACHE) >= _CACHE_LIMIT:
+        _PREDICT_CACHE.clear()
+    _PREDICT_CACHE[key] = out
     return out
 
 
