@@ -8,47 +8,12 @@ back in a UTF-8 response. Left alone such a body would reach the database or the
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
-_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` with characters UTF-8 cannot encode written as ``\\udXXX`` escapes (safe in any message)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _why(ch: str) -> str:
-    if ch == "\x00":
-        return "NUL character (\\u0000) not allowed"
-    return f"text is not valid Unicode (lone surrogate {printable(ch)})"
-
-
-def find_bad_text(value: Any, path: str = "") -> tuple[str, str] | None:
-    """``(path, reason)`` of the first NUL or lone surrogate in a string, key or nested value; else None."""
-    stack: list[tuple[Any, str]] = [(value, path)]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, str):
-            bad = _BAD_TEXT.search(node)
-            if bad:
-                return where or "body", _why(bad.group())
-        elif isinstance(node, dict):
-            for key, child in node.items():
-                shown = printable(str(key))
-                key_path = f"{where}.{shown}" if where else shown
-                if isinstance(key, str):
-                    bad = _BAD_TEXT.search(key)
-                    if bad:
-                        return f"{key_path} (a key)", _why(bad.group())
-                stack.append((child, key_path))
-        elif isinstance(node, list):
-            stack.extend((child, f"{where}.{i}" if where else str(i)) for i, child in enumerate(node))
-    return None
+from core.text import find_bad_text
 
 
 class SafeJSONParser(JSONParser):

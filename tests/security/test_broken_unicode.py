@@ -72,7 +72,8 @@ def _variants(body: dict[str, Any], text: str) -> list[tuple[str, dict[str, Any]
             nested[key] = {**value, text: 1}
             out.append((f"nested-key:{key}", nested))
             nested = copy.deepcopy(body)
-            nested[key] = {k: (text if isinstance(v, str) else v) for k, v in value.items()} or {"x": text}
+            first = next(iter(value), "x")  # the text replaces a value (of whatever type) one level down
+            nested[key] = {**value, first: text}
             out.append((f"nested-value:{key}", nested))
     deep = copy.deepcopy(body)
     deep["document"] = {"costs": {"prices": {text: 1}}, "model": {"name": text}}  # the probe's own example
@@ -184,3 +185,32 @@ def test_error_for_a_surrogate_key_names_it_without_breaking_the_response(world,
     assert resp.status_code == 400
     text = json.dumps(errors)
     assert "\\\\ud800" in text or "U+D800" in text, errors  # named, as an escape, never as the raw surrogate
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\u0000", "\\udfff\\ud800"])
+def test_json_escapes_inside_csv_cells_are_refused(world, admin, escape) -> None:
+    """A catalog CSV's ``specs`` cell holds JSON text: its escapes are decoded by the service, then checked."""
+    before = _fingerprint()
+    cell = '"{""note"": ""x' + escape + '""}"'
+    content = ("key,kind,name,unit_price_usd,power_w,specs\nBAD-1,transceiver,Bad optic,10,1," + cell + "\n").encode()
+    upload = SimpleUploadedFile("data.csv", content, content_type="text/csv")
+    resp = admin.post(f"/api/v1/catalogs/{world.home.catalog.pk}/import/", {"file": upload}, format="multipart")
+    assert resp.status_code == 400, resp.content[:300]
+    errors = _json_error(resp)["errors"]
+    assert any(k.endswith("specs") for k in errors), errors
+    assert _fingerprint() == before
+
+
+def test_every_endpoint_parses_with_the_safe_parsers() -> None:
+    """A view that sets ``parser_classes`` to DRF's own parsers would let NUL and lone surrogates through."""
+    from planner.api.parsers import SafeFormParser, SafeJSONParser, SafeMultiPartParser
+    from tests.security.endpoints import api_endpoints
+
+    safe = (SafeJSONParser, SafeFormParser, SafeMultiPartParser)
+    unsafe = set()
+    for ep in api_endpoints():
+        classes = list(getattr(ep.view_cls, "parser_classes", ()))
+        handler = getattr(ep.view_cls, ep.action, None) if ep.action else None
+        classes += list(getattr(handler, "kwargs", {}).get("parser_classes", ()) or ())
+        unsafe |= {f"{ep.id}: {c.__module__}.{c.__name__}" for c in classes if not issubclass(c, safe)}
+    assert not unsafe, sorted(unsafe)
