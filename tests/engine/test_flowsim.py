@@ -272,3 +272,13 @@ def test_study_variants_are_checked() -> None:
     assert exc.value.field == "routing"
     assert quote(2048, "ring-allreduce:all", [("adaptive", 0.987)]) == \
         "adaptive delivers 99% of line rate to this 2,048-GPU ring all-reduce"
+
+
+def test_a_time_budget_stops_a_long_simulation_between_seeds() -> None:
+    from simulations.engine.budget import BudgetExceeded, work_budget
+
+    done: list[int] = []
+    with pytest.raises(BudgetExceeded), work_budget(seconds=0.2, what="fabric study"):
+        simulate(doc(16384), "ring-allreduce", routing="ecmp", qps=8, seeds=1000,
+                 progress=lambda d, t: done.append(d))
+    assert 0 < len(done) < 1000

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from simulations.engine.budget import checkpoint
 from simulations.engine.catalog import Catalog, get_item
 from simulations.engine.errors import ScenarioError
 from simulations.engine.flowsim import traffic as tr
@@ -233,6 +234,7 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
     per_seed_links: list[list[dict[str, Any]]] = []
     n_flows = n_net = n_nv = 0
     for i in range(seeds):
+        checkpoint()  # a caller's time budget or cancellation (simulations.engine.budget) stops between seeds
         rng = np.random.default_rng([seed, i])
         job_nodes = place_nodes(net, job_nodes_n, placement, rng, fragmentation)
         gpus = rank_gpus(net, job_nodes, n_ranks)
