@@ -208,7 +208,7 @@ def profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
               "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
               "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers",
-              "pp_overlap": "pp_overlap"}
+              "pp_overlap": "pp_overlap", "ep_overlap": "ep_overlap"}
     fixed = profile(ctx.framework)
     if fixed is not None:
         return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}
@@ -220,6 +220,8 @@ def profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # accumulation, one reduce-scatter per step), optimistic by the fp32 gradient buffer such stacks hold
     # (docs/performance-model.md, limitations); pure data parallelism reduces at every micro-batch (FSDP)
     out["zero2_shards"] = np.ones_like(lay.tp)
+    # MoE all-to-all: auto assumes the EP overlap of the large MoE stacks (frameworks.py, ep_overlap)
+    out["ep_overlap"] = np.ones_like(lay.tp)
     return out
 
 

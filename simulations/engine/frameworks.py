@@ -28,6 +28,13 @@ Sources (documented defaults):
   ``limit_all_gathers=True``; the CPU thread runs ahead issuing the next all-gather): per layer, all-gather
   in forward and backward and reduce-scatter in backward at every micro-batch, one layer prefetched.
   FSDP2 (``fully_shard``): implicit one-layer prefetch in both directions, same traffic.
+* MoE all-to-all overlap (``ep_overlap``): Megatron-Core's ``overlap_moe_expert_parallel_comm`` ("overlap EP
+  A2A communications with independent computations of different micro-batches in 1f1b phase") and
+  ``moe_shared_expert_overlap`` both default to False, so a named Megatron-Core / NeMo profile exposes the
+  dispatch and combine; DeepSpeed-MoE and FSDP have no such overlap. ``auto`` assumes the overlap that the
+  large MoE training stacks run (DeepSeek-V3's DualPipe, MegaScale-MoE, Megatron-Core with the flag on):
+  the all-to-all of one micro-batch under the other's compute in the pipeline steady state, the shared
+  experts under it elsewhere (model.py).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class Profile:
     zero2_shards_grads: bool  # ZeRO-2 keeps only the owned gradient partition in memory
     zero3_prefetch_layers: float  # layers of parameters gathered ahead (0 = gather on demand)
     pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
+    ep_overlap: bool = False  # MoE all-to-all hidden under another micro-batch's compute (1F1B steady state)
 
 
 PROFILES: dict[str, Profile] = {

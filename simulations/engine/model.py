@@ -300,7 +300,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         shared_window = frac_moe * 3.0 * t_shared  # forward + backward (2x) of the shared experts
         exposed_ss = np.maximum(0.0, t_ep_raw - t_layer_compute)
         exposed_other = np.maximum(0.0, t_ep_raw - shared_window)
-        t_ep_layer = steady * exposed_ss + (1.0 - steady) * exposed_other
+        # a stack without EP overlap (Megatron-Core's default) exposes the whole all-to-all
+        t_ep_layer = np.where(prof["ep_overlap"] > 0.5, steady * exposed_ss + (1.0 - steady) * exposed_other,
+                              t_ep_raw)
         t_ep_hidden = t_ep_raw - t_ep_layer
     else:
         t_ep_layer = np.zeros_like(tp)

@@ -11,7 +11,7 @@ A rank's load (token-expert assignments, relative to the mean) has two independe
   given rank with probability ``1/ep``; coefficient of variation ``sqrt((1 - 1/ep) / A)`` (binomial). Pure
   counting, no constant; it matters for small micro-batches and many EP ranks.
 * routing preference: even with an auxiliary balance loss, experts do not receive equal shares. Wang et al.,
-  "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts" (arXiv 2408.15664, Table 1) measure
+  "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts" (arXiv 2408.15664, main results table) measure
   MaxVio_global = max_i load_i / mean_load - 1 = 0.52 for their 3B, 64-expert model trained with the usual
   auxiliary loss (0.72 at 1B). Reading MaxVio as the expected maximum of E experts with a normal spread
   ``cv_e``: ``cv_e = 0.52 / E[max Z_64] = 0.52 / 2.34 = 0.22`` (Blom, as below; one global constant, the

@@ -248,7 +248,7 @@ def _network_section() -> list[str]:
         "",
         "Notes (where the model is still weak):",
         "",
-        "- The three MegaScale-MoE rows are predicted 31-58% too fast (38-58% before the expert load imbalance of",
+        "- The three MegaScale-MoE rows are predicted 31-57% too fast (38-58% before the expert load imbalance of",
         "  docs/performance-model.md section 3). The source's own caveat: its FLOP count is",
         "  ~22% above what the stated shape gives, so the shape is uncertain; MegaScale-MoE's attention sequence",
         "  parallelism (Ulysses all-to-all) is approximated by ring-attention CP; and the Megatron-LM arm (7.9 s)",

@@ -75,3 +75,17 @@ def test_imbalance_adds_to_the_all_to_all(monkeypatch: pytest.MonkeyPatch) -> No
     flat = predict(copy.deepcopy(doc))
     assert base.breakdown_s["ep_comm"] >= flat.breakdown_s["ep_comm"]
     assert base.step_time_s > flat.step_time_s
+
+
+def test_named_megatron_core_exposes_the_expert_all_to_all_auto_hides_it() -> None:
+    # Megatron-Core's overlap_moe_expert_parallel_comm defaults to False (frameworks.py); auto assumes the
+    # steady-state overlap of the large MoE stacks (DualPipe, MegaScale-MoE)
+    doc = _moe(16)
+    doc["cluster"].update(gpus=128, gpus_per_node=8, nic_gbps=100)
+    doc["parallelism"].update(pp=4, ep=16)
+    doc["training"].update(global_batch=512, micro_batch=1)
+    auto = predict(copy.deepcopy(doc))
+    doc["training"]["framework"] = "megatron-core"
+    mcore = predict(doc)
+    assert auto.breakdown_s["ep_comm"] < 0.8 * mcore.breakdown_s["ep_comm"], (auto.breakdown_s, mcore.breakdown_s)
+    assert mcore.step_time_s > auto.step_time_s
