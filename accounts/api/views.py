@@ -14,6 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts import services
+from accounts.api.filtersets import TeamFilterSet
 from accounts.api.serializers import (
     ApiTokenCreatedSerializer,
     ApiTokenCreateSerializer,
@@ -42,7 +43,7 @@ class MeView(APIView):
 class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = TeamSerializer
     permission_classes = (permissions.IsAuthenticated,)
-    filterset_fields = ("slug",)
+    filterset_class = TeamFilterSet
     ordering_fields = ("name", "created_at")
 
     def get_queryset(self) -> QuerySet[Team]:

@@ -23,7 +23,15 @@ from planner.api.parsers import SafeJSONParser as JSONParser
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
 from planner.api.viewsets import ServiceModelViewSet
 from planning import services
-from planning.api.filtersets import CatalogItemFilter
+from planning.api.filtersets import (
+    CatalogFilterSet,
+    CatalogItemFilter,
+    CatalogVersionFilterSet,
+    FleetFilterSet,
+    ObjectChangeFilterSet,
+    ScenarioFilterSet,
+    WorkloadFilterSet,
+)
 from planning.api.serializers import (
     CatalogForkSerializer,
     CatalogItemCreateSerializer,
@@ -56,7 +64,7 @@ class CatalogViewSet(ServiceModelViewSet):
     serializer_class = CatalogSerializer
     write_capability = Capability.CATALOG
     action_capabilities = {"fork": Capability.READ}
-    filterset_fields = ("name",)
+    filterset_class = CatalogFilterSet
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
 
@@ -112,7 +120,7 @@ class CatalogVersionViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin,
     queryset = CatalogVersion.objects.select_related("catalog", "created_by").order_by("catalog_id", "-number")
     serializer_class = CatalogVersionSerializer
     write_capability = Capability.CATALOG
-    filterset_fields = ("catalog", "number")
+    filterset_class = CatalogVersionFilterSet
     ordering_fields = ("number", "effective_date", "created_at")
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -173,7 +181,7 @@ class CatalogItemViewSet(ServiceModelViewSet):
 class FleetViewSet(ServiceModelViewSet):
     queryset = Fleet.objects.select_related("team").order_by("name", "id")
     serializer_class = FleetSerializer
-    filterset_fields = ("site", "fabric", "topology", "server_model", "name")
+    filterset_class = FleetFilterSet
     search_fields = ("name", "site", "notes")
     ordering_fields = ("name", "site", "server_count", "in_service_date", "created_at", "updated_at")
 
@@ -200,7 +208,7 @@ class FleetViewSet(ServiceModelViewSet):
 class WorkloadViewSet(ServiceModelViewSet):
     queryset = Workload.objects.select_related("team").order_by("name", "id")
     serializer_class = WorkloadSerializer
-    filterset_fields = ("name",)
+    filterset_class = WorkloadFilterSet
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     parser_classes = (JSONParser,)
@@ -221,7 +229,7 @@ class ScenarioViewSet(ServiceModelViewSet):
     queryset = Scenario.objects.select_related("team", "fleet", "workload", "catalog", "pinned_version").order_by(
         "name", "id")
     serializer_class = ScenarioSerializer
-    filterset_fields = ("watched", "fleet", "workload", "catalog", "name")
+    filterset_class = ScenarioFilterSet
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at", "last_evaluated_at")
     action_capabilities = {"document": Capability.READ}
@@ -254,7 +262,7 @@ class ObjectChangeViewSet(viewsets.ReadOnlyModelViewSet):
     """
 
     serializer_class = ObjectChangeSerializer
-    filterset_fields = ("object_type", "object_id", "action", "user_name", "request_id")
+    filterset_class = ObjectChangeFilterSet
     ordering_fields = ("time",)
 
     def get_queryset(self) -> QuerySet[ObjectChange]:

@@ -29,6 +29,7 @@ from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.api.serializers import TeamSlugMixin
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet
 from planning.services import calibration as services
+from simulations.api.filtersets import CalibrationProfileFilterSet, CalibrationUploadFilterSet
 from simulations.services.calibration import calibration_fit_and_reevaluate
 
 
@@ -72,7 +73,7 @@ class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mi
 
     queryset = CalibrationUpload.objects.select_related("team", "fleet").order_by("-created_at", "-id")
     serializer_class = CalibrationUploadSerializer
-    filterset_fields = ("fleet", "kind")
+    filterset_class = CalibrationUploadFilterSet
     ordering_fields = ("created_at", "kind")
     parser_classes = (MultiPartParser, FormParser, JSONParser)
 
@@ -136,7 +137,7 @@ class CalibrationProfileViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, m
     queryset = CalibrationProfile.objects.select_related("team", "fleet", "created_by").prefetch_related(
         "uploads").order_by("fleet_id", "-version")
     serializer_class = CalibrationProfileSerializer
-    filterset_fields = ("fleet",)
+    filterset_class = CalibrationProfileFilterSet
     ordering_fields = ("created_at", "version")
     parser_classes = (JSONParser,)
 

@@ -26,6 +26,7 @@ from planner.api.viewsets import ServiceModelViewSet
 from planning.models import CapacityPlan
 from planning.services import capacity_plans as plan_services
 from simulations import reports
+from simulations.api.filtersets import CapacityPlanFilterSet
 from simulations.api.serializers import SimulationRunSerializer
 from simulations.models import RunStatus
 from simulations.services.capacity_plans import capacity_plan_submit, plan_runs
@@ -59,7 +60,7 @@ class CapacityPlanViewSet(ServiceModelViewSet):
 
     queryset = CapacityPlan.objects.select_related("team").order_by("name", "id")
     serializer_class = CapacityPlanSerializer
-    filterset_fields = ("name",)
+    filterset_class = CapacityPlanFilterSet
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     parser_classes = (JSONParser,)

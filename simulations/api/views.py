@@ -23,6 +23,7 @@ from planning import services as planning
 from planning.api.views import ScenarioViewSet
 from planning.models import Scenario
 from simulations import reports, selectors, services
+from simulations.api.filtersets import ReEvaluationFilterSet, ReportFilterSet, RunFilterSet, SweepFilterSet
 from simulations.api.serializers import (
     CompareResponseSerializer,
     PreviewRequestSerializer,
@@ -103,7 +104,7 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
     """Simulation runs. POST queues one (202 + URL; 200 with ``reused`` when an identical result exists)."""
 
     queryset = SimulationRun.objects.select_related("team", "created_by").order_by("-queued_at", "-id")
-    filterset_fields = ("status", "kind", "scenario", "sweep", "trigger", "engine_version", "input_hash")
+    filterset_class = RunFilterSet
     search_fields = ("label",)
     ordering_fields = ("queued_at", "finished_at", "status", "kind")
     action_capabilities = {"cancel": Capability.PLAN, "export": Capability.EXPORT, "result": Capability.READ}
@@ -160,7 +161,7 @@ class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.Retriev
 
     queryset = Sweep.objects.select_related("team").order_by("-created_at", "-id")
     serializer_class = SweepSerializer
-    filterset_fields = ("status", "scenario", "kind")
+    filterset_class = SweepFilterSet
     ordering_fields = ("created_at", "finished_at")
     action_capabilities = {"cancel": Capability.PLAN}
 
@@ -200,7 +201,7 @@ class ReportViewSet(ServiceModelViewSet):
         .order_by("-created_at")
     )
     serializer_class = ReportSerializer
-    filterset_fields = ("name",)
+    filterset_class = ReportFilterSet
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     action_capabilities = {"export": Capability.EXPORT, "compare": Capability.READ, "table": Capability.READ}
@@ -270,7 +271,7 @@ class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet)
 
     queryset = ReEvaluation.objects.select_related("scenario").order_by("-created_at", "-id")
     serializer_class = ReEvaluationSerializer
-    filterset_fields = ("scenario", "delivery_status")
+    filterset_class = ReEvaluationFilterSet
     ordering_fields = ("created_at", "completed_at")
 
 
