@@ -362,3 +362,23 @@ def test_uncertainty_without_ranges_is_said_plainly(client: Any, make_user: Any,
     _login(client, planner)
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert 'id="uncertainty-none"' in html and "P10 = P50 = P90" in html
+
+
+def test_dead_end_run_error_carries_the_way_out_for_api_users(make_user: Any, team: Any, scenario_for: Any) -> None:
+    """The failed run's stored error (what the API returns) names the nearest counts, not only the rule."""
+    from planning import services as planning
+    from simulations import services as sim
+    from simulations.models import RunKind, RunStatus
+
+    planner = make_user("planner", team)
+    scenario = scenario_for(team, planner)
+    doc, version, values = planning.scenario_resolve(scenario=scenario)
+    doc["cluster"]["gpus"] = 1000
+    doc["training"]["global_batch"] = 2048
+    run = sim.run_create(team=team, user=planner, kind=RunKind.PREDICT, document=doc, version=version,
+                         values=values, scenario=scenario)
+    sim.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and run.error_field.startswith("parallelism")
+    assert "no layout" in run.error.lower() and "Way out" in run.error
+    assert re.search(r"run on [\d,]+ of the 1,000 GPUs and keep [\d,]+ as spares", run.error), run.error
