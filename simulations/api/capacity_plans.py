@@ -29,7 +29,13 @@ from simulations import reports
 from simulations.api.filtersets import CapacityPlanFilterSet
 from simulations.api.serializers import SimulationRunSerializer
 from simulations.models import RunStatus
-from simulations.services.capacity_plans import capacity_plan_submit, plan_runs
+from simulations.services.capacity_plans import (
+    capacity_plan_replicate,
+    capacity_plan_submit,
+    plan_runs,
+    plan_sweeps,
+    replication_summary,
+)
 
 QUARTER_COLUMNS = ("quarter", "start_day", "end_day", "gpu_hours_demanded", "gpu_hours_delivered", "capex_usd",
                    "opex_usd", "tco_usd", "usd_per_delivered_gpu_hour")
@@ -55,6 +61,12 @@ class CapacityPlanRunSerializer(serializers.Serializer):
         return value
 
 
+class CapacityPlanReplicateSerializer(serializers.Serializer):
+    replications = serializers.JSONField(help_text="1-1,000 seeds, fanned out over the workers as one chord")
+    seed = serializers.JSONField(required=False, default=0)
+    chunk = serializers.JSONField(required=False, default=25, help_text="seeds per child run (1-200)")
+
+
 class CapacityPlanViewSet(ServiceModelViewSet):
     """Capacity plans: a fleet over time against a demand plan; ``run`` simulates it on the workers."""
 
@@ -64,7 +76,8 @@ class CapacityPlanViewSet(ServiceModelViewSet):
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     parser_classes = (JSONParser,)
-    action_capabilities = {"run": Capability.PLAN, "runs": Capability.READ, "quarters": Capability.EXPORT}
+    action_capabilities = {"run": Capability.PLAN, "runs": Capability.READ, "quarters": Capability.EXPORT,
+                           "replicate": Capability.PLAN, "replications": Capability.READ}
 
     def do_create(self, *, team: Any, data: dict[str, Any]) -> CapacityPlan:
         return plan_services.capacity_plan_create(team=team, user=self.request.user, **data)
@@ -124,3 +137,36 @@ class CapacityPlanViewSet(ServiceModelViewSet):
         response["Content-Disposition"] = f'attachment; filename="capacity-plan-{plan.pk}-run-{run.pk}-quarters.{fmt}"'
         response["X-Content-Type-Options"] = "nosniff"
         return response
+
+    @extend_schema(request=CapacityPlanReplicateSerializer,
+                   responses={202: OpenApiResponse(description="the replication sweep: id, URL, child runs")})
+    @action(detail=True, methods=["post"])
+    def replicate(self, request: Request, pk: Any = None) -> Response:
+        """Many replications (up to 1,000) as one chord over the workers; follow ``replications/?sweep=``."""
+        plan = self.get_object()
+        ser = CapacityPlanReplicateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        d = ser.validated_data
+        sweep = capacity_plan_replicate(plan=plan, user=request.user, replications=d["replications"],
+                                        seed=d["seed"], chunk=d["chunk"])
+        url = request.build_absolute_uri(f"/api/v1/capacity-plans/{plan.pk}/replications/?sweep={sweep.pk}")
+        return Response({"sweep": sweep.pk, "runs": sweep.total_runs, "status": sweep.status, "url": url},
+                        status=status.HTTP_202_ACCEPTED, headers={"Location": url})
+
+    @extend_schema(parameters=[OpenApiParameter("sweep", int, description="default: the latest")],
+                   responses={200: OpenApiResponse(description="progress, then P10/P50/P90 over all replications")})
+    @action(detail=True, methods=["get"])
+    def replications(self, request: Request, pk: Any = None) -> Response:
+        plan = self.get_object()
+        sweeps = plan_sweeps(plan)
+        raw = request.query_params.get("sweep")
+        if raw is not None:
+            if not raw.isdigit() or len(raw) > 18:
+                raise ValidationError({"sweep": ["must be the id of a replication sweep of this plan"]})
+            sweeps = sweeps.filter(pk=int(raw))
+        sweep = sweeps.first()
+        if sweep is None:
+            if raw is not None:
+                raise NotFound("no replication sweep of this plan with that id")
+            return Response({"sweep": None, "summary": None})
+        return Response(replication_summary(sweep))

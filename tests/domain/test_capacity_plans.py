@@ -130,3 +130,40 @@ def test_bad_params_and_cancel(world: dict[str, Any], plan: Any, api_client_for:
     done = services.run_execute(run_id=r.json()["id"])
     assert seen == ["replications 1/5"]
     assert done.status == "cancelled" and done.result is None
+
+
+def test_replications_fan_out_as_one_sweep_of_runs_and_merge_exactly(world: dict[str, Any], plan: Any,
+                                                                     api_client_for: Any) -> None:
+    from simulations import services
+    from simulations.engine.fleet import simulate_replications
+    from simulations.models import SimulationRun, Sweep
+
+    client = api_client_for(world["users"]["planner"])
+    r = client.post(f"/api/v1/capacity-plans/{plan.pk}/replicate/", {"replications": 5, "seed": 3, "chunk": 2},
+                    format="json")
+    assert r.status_code == 202, r.content
+    sweep = Sweep.objects.get(pk=r.json()["sweep"])
+    children = list(SimulationRun.objects.filter(sweep=sweep).order_by("pk"))
+    assert [c.params for c in children] == [{"seed": 3, "replications": 2, "search": False},
+                                            {"seed": 5, "replications": 2, "search": False},
+                                            {"seed": 7, "replications": 1, "search": False}]
+    assert all(c.kind == "fleet" and c.trigger == "sweep" for c in children)
+    pending = client.get(f"/api/v1/capacity-plans/{plan.pk}/replications/?sweep={sweep.pk}").json()
+    assert pending["summary"] is None and pending["runs"] == 3 and pending["runs_finished"] == 0
+    for c in children:
+        assert services.run_execute(run_id=c.pk).status == "succeeded"
+    body = client.get(f"/api/v1/capacity-plans/{plan.pk}/replications/").json()
+    assert body["sweep"] == sweep.pk and body["replications_done"] == 5 and body["progress"] == 100
+    sweep.refresh_from_db()
+    assert sweep.status == "succeeded"
+    # the merge over the workers' chunks equals one process simulating the same seeds
+    alone = simulate_replications(copy.deepcopy(PLAN), 5, 3)["summary"]
+    merged = body["summary"]
+    for key in ("utilization", "deadlines_missed", "jobs_completed", "first_shortfall_day"):
+        assert merged[key] == alone[key], key
+    assert len(merged["weekly"]["h100"]["allocated"]["p50"]) == 9
+    bad = client.post(f"/api/v1/capacity-plans/{plan.pk}/replicate/", {"replications": 1001}, format="json")
+    assert bad.status_code == 400 and "replications" in bad.json()["errors"]
+    viewer = api_client_for(world["users"]["viewer"])
+    assert viewer.post(f"/api/v1/capacity-plans/{plan.pk}/replicate/", {"replications": 2},
+                       format="json").status_code == 403

@@ -88,6 +88,7 @@ POLICY.update({
     ("capacity-plans", "create"): "plan", ("capacity-plans", "update"): "plan",
     ("capacity-plans", "partial_update"): "plan", ("capacity-plans", "destroy"): "plan",
     ("capacity-plans", "run"): "plan", ("capacity-plans", "quarters"): "export",
+    ("capacity-plans", "replicate"): "plan", ("capacity-plans", "replications"): "read",
 })
 
 # resource -> the seeded home-team object a detail route addresses
@@ -220,6 +221,8 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
             body = {"name": "m-plan", "description": "patched", "document": copy.deepcopy(CAPACITY_PLAN)}
         elif key == ("capacity-plans", "run"):
             body = {"params": {"replications": 1}, "force": True}
+        elif key == ("capacity-plans", "replicate"):
+            body = {"replications": 2, "chunk": 1}
         elif key in CSV_BODIES:
             body = {"__csv__": CSV_BODIES[key]}
     return url, body

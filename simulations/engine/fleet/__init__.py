@@ -13,7 +13,7 @@ from simulations.engine.fleet.core import (
     simulate_prepared,
     simulate_replications,
 )
-from simulations.engine.fleet.metrics import summarize
+from simulations.engine.fleet.metrics import summarize, summarize_compact
 from simulations.engine.fleet.plan import Plan, parse_plan
 from simulations.engine.fleet.search import search_purchases
 
@@ -28,4 +28,5 @@ __all__ = [
     "simulate_prepared",
     "simulate_replications",
     "summarize",
+    "summarize_compact",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 from simulations.engine.catalog import Catalog
 from simulations.engine.fleet.costs import cluster_cost, horizon_cost
 from simulations.engine.fleet.dists import sample
-from simulations.engine.fleet.metrics import QUARTER_DAYS, collect, summarize
+from simulations.engine.fleet.metrics import QUARTER_DAYS, collect, summarize, weekly
 from simulations.engine.fleet.plan import FleetCluster, Plan, parse_plan
 from simulations.engine.fleet.runtime import (
     ClusterReliability,
@@ -198,5 +198,7 @@ def simulate_replications(plan: Mapping[str, Any] | Plan, replications: int | No
 
 
 def compact(r: dict[str, Any]) -> dict[str, Any]:
-    """A replication without its per-day arrays (for listing many)."""
-    return {k: v for k, v in r.items() if k not in ("timeline", "demand", "jobs", "quarters")}
+    """A replication without its per-day arrays (for listing many); each cluster's series as weekly means."""
+    out = {k: v for k, v in r.items() if k not in ("timeline", "demand", "jobs", "quarters")}
+    out["weekly"] = weekly(r)
+    return out

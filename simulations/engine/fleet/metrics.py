@@ -275,3 +275,48 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         tl[name]["capacity"] = {"p50": results[0]["timeline"][name]["capacity"]}
     out["timeline"] = tl
     return out
+
+
+WEEKLY_KEYS = ("allocated", "productive", "failed", "idle")
+
+
+def weekly(result: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
+    """Each cluster's daily series averaged per 7-day week (compact enough to ship 1,000 replications)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for name, tl in result["timeline"].items():
+        out[name] = {}
+        for key in WEEKLY_KEYS:
+            v = np.asarray(tl[key], dtype=float)
+            out[name][key] = [round(float(v[i:i + 7].mean()), 2) for i in range(0, len(v), 7)]
+    return out
+
+
+def summarize_compact(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """P10/P50/P90 over compact replications (no per-day arrays): the headline figures as :func:`summarize`
+    computes them, and per-week bands of each cluster's series. Used to merge replications computed by
+    several workers (the chord of a replication sweep)."""
+    if not results:
+        raise ValueError("summarize_compact needs at least one replication")
+    out: dict[str, Any] = {"replications": len(results)}
+    for key in SUMMARY_KEYS:
+        out[key] = band([float(r[key]) for r in results])
+    out["wait_days_mean"] = band([r["wait_days"]["mean"] for r in results])
+    out["wait_days_p90"] = band([r["wait_days"]["p90"] for r in results])
+    shortfalls = [r["first_shortfall_day"] for r in results]
+    out["first_shortfall_day"] = band(shortfalls)
+    out["replications_with_shortfall"] = sum(1 for s in shortfalls if s is not None)
+    out["replications_meeting_all_deadlines"] = sum(1 for r in results if r["deadlines_missed"] == 0)
+    if all("costs" in r for r in results):
+        out["usd_per_delivered_gpu_hour"] = band([r["costs"]["usd_per_delivered_gpu_hour"] for r in results])
+    weeks: dict[str, dict[str, dict[str, list[float]]]] = {}
+    if all("weekly" in r for r in results):
+        for name in results[0]["weekly"]:
+            weeks[name] = {}
+            for key in WEEKLY_KEYS:
+                arr = np.asarray([r["weekly"][name][key] for r in results], dtype=float)
+                p = np.percentile(arr, [10, 50, 90], axis=0)
+                weeks[name][key] = {"p10": [round(float(x), 2) for x in p[0]],
+                                    "p50": [round(float(x), 2) for x in p[1]],
+                                    "p90": [round(float(x), 2) for x in p[2]]}
+    out["weekly"] = weeks
+    return out
