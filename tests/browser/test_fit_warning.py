@@ -64,5 +64,6 @@ def test_does_not_fit_warning_comes_first_in_red(live_server: Any, browser: Any,
     page.goto(f"{base}/scenarios/{scenario.pk}/")
     latest = page.locator(".fit-warning")
     assert latest.count() >= 1 and "does not fit" in latest.first.inner_text().lower()
+    assert "Not run yet" not in page.locator("main").inner_text()
     shot(page, "21-scenario-does-not-fit")
     assert page.js_errors == [], page.js_errors
