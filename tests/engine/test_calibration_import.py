@@ -321,3 +321,50 @@ def test_dcgmi_dmon_power_and_sm_activity() -> None:
         parse_gpu_telemetry(text.replace("0.790", "79"))
     with pytest.raises(ValueError, match=r"^line 1: not nvidia-smi"):
         parse_gpu_telemetry("hello\n")
+
+
+# ------------------------------------------------------------------------------------ hostile / random input
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from simulations.engine.calibration import parse_gpu_telemetry  # noqa: E402
+
+_SHIPPED = sorted(p.name for p in DATA.iterdir() if p.suffix in (".txt", ".log", ".csv"))
+
+
+def _only_value_errors(fn: object, text: str, **kw: object) -> None:
+    try:
+        out = fn(text, **kw)  # type: ignore[operator]
+    except ValueError as exc:
+        assert str(exc).startswith("line ") or ":" in str(exc), exc  # says where or which field
+    else:
+        assert isinstance(out, dict)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=400))
+def test_random_text_is_refused_cleanly_by_every_importer(text: str) -> None:
+    for fn in (parse_nccl_tests, parse_step_log, parse_gpu_telemetry):
+        _only_value_errors(fn, text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(_SHIPPED), data=st.data())
+def test_damaged_real_files_are_read_or_refused_never_crash(name: str, data: st.DataObject) -> None:
+    """Cut, drop a line, flip a character or insert junk in a shipped file: a dict or a ValueError, nothing else."""
+    lines = _read(name).splitlines()
+    i = data.draw(st.integers(0, len(lines) - 1))
+    how = data.draw(st.sampled_from(["cut", "drop", "flip", "junk"]))
+    if how == "cut":
+        lines = [*lines[:i], lines[i][: data.draw(st.integers(0, len(lines[i])))]]
+    elif how == "drop":
+        del lines[i]
+    elif how == "flip" and lines[i]:
+        j = data.draw(st.integers(0, len(lines[i]) - 1))
+        lines[i] = lines[i][:j] + data.draw(st.characters()) + lines[i][j + 1:]
+    else:
+        lines.insert(i, data.draw(st.text(max_size=60)))
+    text = "\n".join(lines)
+    fn = parse_nccl_tests if name.endswith(".txt") else parse_step_log
+    kw = {"tokens_per_step": 1048576, "gpus": 64} if fn is parse_step_log else {}
+    _only_value_errors(fn, text, **kw)
