@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -86,6 +86,8 @@ def fabric(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         raw = str(request.POST.get("scenario", ""))
         if raw.isdigit():  # a scenario of another team is not found; one the role may not plan on is refused
+            if len(raw) > 18:  # beyond a database integer: no such scenario (not a 500 from the driver)
+                raise Http404("No such scenario.")
             scenario = get_object_or_404(Scenario.objects.for_request(request), pk=int(raw))
             _require(request, scenario.team_id, Capability.PLAN)
         if form.is_valid():

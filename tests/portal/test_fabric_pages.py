@@ -55,6 +55,12 @@ def test_bad_options_show_field_errors(client: Any, make_user: Any, team: Any, s
     assert r.status_code == 400
     html = r.content.decode()
     assert "field-error" in html and SimulationRun.objects.count() == 0
+    for raw in ("abc", "99999999999999999999999", "-1", "1e3"):
+        r = client.post(reverse("fabric"), {"scenario": raw, "traffic": "ring-allreduce", "routing": "compare",
+                                            "placement": "packed", "seeds": 1})
+        assert r.status_code in (400, 404), (raw, r.status_code)
+    assert SimulationRun.objects.count() == 0
+    assert client.get("/fabric/runs/99999999999999999999999/").status_code in (400, 404)
 
 
 def test_other_teams_and_viewers(client: Any, make_user: Any, team: Any, other_team: Any, scenario_for: Any) -> None:
