@@ -72,6 +72,24 @@ def utilization_charts(result: dict[str, Any]) -> list[dict[str, Any]]:
     return charts
 
 
+def gantt(first: dict[str, Any], horizon: int) -> list[dict[str, Any]]:
+    """Named jobs as bars on the horizon, grouped by cluster: start → end (or the horizon), deadline marker."""
+    h = max(float(horizon), 1.0)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for j in first.get("jobs") or []:
+        if j.get("start_day") is None:
+            continue
+        start = float(j["start_day"])
+        end = float(j["end_day"]) if j.get("end_day") is not None else h
+        bar = {"name": j["name"], "gpus": j["gpus"], "start": start, "end": j.get("end_day"),
+               "left": round(100 * start / h, 2), "width": round(max(100 * (end - start) / h, 0.3), 2),
+               "missed": j.get("deadline_met") is False,
+               "deadline": None if j.get("deadline_day") is None or j["deadline_day"] > h
+               else round(100 * float(j["deadline_day"]) / h, 2)}
+        groups.setdefault(str(j.get("cluster")), []).append(bar)
+    return [{"cluster": c, "bars": bars} for c, bars in groups.items()]
+
+
 @login_required
 @require_GET
 def capacity_run(request: HttpRequest, pk: int) -> HttpResponse:
@@ -82,5 +100,6 @@ def capacity_run(request: HttpRequest, pk: int) -> HttpResponse:
     if run.status == RunStatus.SUCCEEDED and isinstance(run.result, dict):
         res = run.result
         ctx.update(summary=res.get("summary") or {}, first=res.get("first") or {}, purchase=res.get("purchase"),
-                   charts=utilization_charts(res), info=res.get("plan") or {})
+                   charts=utilization_charts(res), info=res.get("plan") or {},
+                   gantt=gantt(res.get("first") or {}, int((res.get("plan") or {}).get("horizon_days") or 1)))
     return render(request, "portal/capacity_run.html", ctx)

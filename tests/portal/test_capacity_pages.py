@@ -53,6 +53,7 @@ def test_run_follow_and_read_a_capacity_plan(client: Any, make_user: Any, team: 
     assert labels == ["Productive", "Lost to failures and repair", "Idle", "Allocated P10", "Allocated P90"]
     assert spec["stacked"] is True and len(spec["labels"]) == 60
     assert 'id="capacity-jobs"' in html and "missed" in html and 'id="capacity-quarters"' in html
+    assert 'id="gantt-1"' in html and "Job timeline" in html and "#c0392b" in html  # the missed job is red
 
 
 def test_other_teams_and_viewers(client: Any, make_user: Any, team: Any, other_team: Any, plan_for: Any) -> None:
