@@ -1,6 +1,4 @@
-"""Portal forms. They only shape HTML input into the documents the domain services take; the rules
-(what a valid scenario or fleet is) live in the engine parser and the services, and their errors are mapped
-back onto these fields so they show inline."""
+"""The scenario builder form: HTML input → the engine document sections the scenario services take."""
 
 from __future__ import annotations
 
@@ -11,88 +9,24 @@ from typing import Any
 from django import forms
 
 from planning.services import gpu_server_item
-from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
-from simulations.engine.scenario import FABRICS, TOPOLOGIES
-
-LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
-# The values are the engine's enums (one definition, simulations.engine.scenario); only the labels live here.
-FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}
-FABRIC_CHOICES = [(f, FABRIC_LABELS.get(f, f)) for f in FABRICS]
-TOPOLOGY_LABELS = {"fat-tree": "Fat-tree", "rail-optimized": "Rail-optimized", "multi-plane": "Multi-plane"}
-TOPOLOGY_CHOICES = [(t, TOPOLOGY_LABELS.get(t, t)) for t in TOPOLOGIES]
-PRECISION_CHOICES = [("bf16", "BF16"), ("fp8", "FP8")]
-RECOMPUTE_CHOICES = [("auto", "Auto"), ("none", "None"), ("selective", "Selective"), ("full", "Full")]
-COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
-PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set TP / PP")]
-DISTRIBUTION_CHOICES = [("triangular", "Triangular"), ("pert", "PERT (weights the likely value more)")]
-#: cluster fields a fleet supplies (shown read-only when a fleet is picked)
-FLEET_CLUSTER_FIELDS = ("gpu", "gpus", "gpus_per_node", "nic_gbps", "fabric", "topology", "oversubscription")
-#: servers in one scalable unit: the default non-blocking pod when the fabric is oversubscribed
-SCALABLE_UNIT_NODES = 32
-#: (form field, costs path, likely when the scenario has no value) of the ranged cost inputs
-RANGE_INPUTS = (
-    ("usd_per_kwh", ("usd_per_kwh",), None),
-    ("pue", ("pue",), None),
-    ("failure_rate_scale", ("goodput", "failure_rate_scale"), 1.0),
+from portal.forms.common import (
+    COST_FIELDS,
+    DISTRIBUTION_CHOICES,
+    FABRIC_CHOICES,
+    FLEET_CLUSTER_FIELDS,
+    LINK_SPEEDS,
+    PAR_MODE_CHOICES,
+    PRECISION_CHOICES,
+    RANGE_INPUTS,
+    RECOMPUTE_CHOICES,
+    SCALABLE_UNIT_NODES,
+    TOPOLOGY_CHOICES,
+    FieldErrorMixin,
+    _catalog_choices,
+    _range_value,
+    default_pod_gpus,
 )
-
-
-def default_pod_gpus(gpus: int | None, gpus_per_node: int | None) -> int | None:
-    """One scalable unit (32 servers), capped at the cluster size."""
-    if not gpus or not gpus_per_node:
-        return None
-    return min(int(gpus), SCALABLE_UNIT_NODES * int(gpus_per_node))
-
-
-def _range_value(value: Any) -> tuple[float | None, float | None, float | None]:
-    """(low, likely, high) of a number or a {low, likely, high} range."""
-    if isinstance(value, Mapping) and "low" in value and "high" in value:
-        low, high = value.get("low"), value.get("high")
-        likely = value.get("likely")
-        if likely is None and isinstance(low, int | float) and isinstance(high, int | float):
-            likely = (low + high) / 2
-        return low, likely, high
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return None, value, None
-    return None, None, None
-
-
-def _catalog_choices(items: Iterable[Mapping[str, Any]], kind: str) -> list[tuple[str, str]]:
-    return sorted(((i["key"], i.get("name") or i["key"]) for i in items if i.get("kind") == kind), key=lambda c: c[1])
-
-
-class FieldErrorMixin:
-    """Map dotted error paths from the engine/services/serializers onto form fields."""
-
-    def _choice(self, name: str) -> forms.ChoiceField:
-        field = self.fields[name]  # type: ignore[attr-defined]
-        assert isinstance(field, forms.ChoiceField)
-        return field
-
-    #: document path -> form field name
-    PATHS: dict[str, str] = {}
-
-    def add_path_errors(self, errors: Mapping[str, Any]) -> None:
-        form: forms.BaseForm = self  # type: ignore[assignment]
-        for path, messages in errors.items():
-            if isinstance(messages, str):
-                messages = [messages]
-            field = self.PATHS.get(path)
-            if field is None and path in form.fields:
-                field = path
-            if field is None:
-                # nearest known ancestor path (cluster.gpus.0 -> cluster.gpus)
-                parts = path.split(".")
-                while parts and field is None:
-                    parts.pop()
-                    field = self.PATHS.get(".".join(parts))
-            for msg in messages if isinstance(messages, list | tuple) else [messages]:
-                text = str(msg)
-                if field and field in form.fields:
-                    form.add_error(field, text)
-                else:
-                    label = "" if path in ("detail", "non_field_errors", "__all__", "") else f"{path}: "
-                    form.add_error(None, f"{label}{text}")
+from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
 
 
 class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
@@ -494,107 +428,3 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         else:
             initial["par_mode"] = "auto"
         return {k: v for k, v in initial.items() if v is not None}
-
-
-class FleetForm(FieldErrorMixin, forms.Form):
-    name = forms.CharField(max_length=120)
-    site = forms.CharField(max_length=120, required=False)
-    server_model = forms.ChoiceField(label="Server model")
-    server_count = forms.IntegerField(min_value=1, label="Servers")
-    gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
-    nics_per_node = forms.IntegerField(min_value=1, initial=8, label="NICs per server")
-    nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed")
-    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband")
-    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")
-    oversubscription = forms.FloatField(min_value=1.0, initial=1.0)
-    in_service_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
-                                      label="In service from")
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
-
-    FIELDS = ("name", "site", "server_model", "server_count", "gpus_per_node", "nics_per_node", "nic_gbps",
-              "fabric", "topology", "oversubscription", "in_service_date", "notes")
-
-    def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        servers = _catalog_choices(catalog_items, "server")
-        current = self.initial.get("server_model")
-        if current and current not in dict(servers):
-            servers.append((current, current))
-        self._choice("server_model").choices = servers or [("HGX-H100", "HGX H100 8-GPU server")]
-        for f in self.fields.values():
-            if isinstance(f.widget, forms.NumberInput):
-                f.widget.attrs.setdefault("step", "any")
-
-    def data_for_service(self) -> dict[str, Any]:
-        return {k: self.cleaned_data.get(k) for k in self.FIELDS}
-
-
-class SweepForm(FieldErrorMixin, forms.Form):
-    name = forms.CharField(max_length=120, required=False)
-    nic_gbps = forms.TypedMultipleChoiceField(choices=LINK_SPEEDS, coerce=int, required=False,
-                                              widget=forms.CheckboxSelectMultiple, label="Link speeds")
-    fabric = forms.MultipleChoiceField(choices=FABRIC_CHOICES, required=False,
-                                       widget=forms.CheckboxSelectMultiple, label="Fabrics")
-    gpu = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="GPU generations")
-    gpus = forms.CharField(required=False, label="Cluster sizes (GPUs)",
-                           help_text="Comma-separated, e.g. 1024, 2048, 4096")
-    oversubscription = forms.CharField(required=False, label="Oversubscription ratios",
-                                       help_text="Comma-separated, e.g. 1, 2")
-    uncertainty = forms.BooleanField(required=False, initial=True,
-                                     label="Include uncertainty (Monte Carlo P10/P50/P90 and sensitivity)",
-                                     help_text="Each run page lists the ranges drawn; with none, it says P10 = P50 = P90.")
-
-    MONTE_CARLO_SAMPLES = 2000
-
-    def params(self) -> dict[str, Any]:
-        if self.cleaned_data.get("uncertainty"):
-            return {"monte_carlo": self.MONTE_CARLO_SAMPLES, "sensitivity": True}
-        return {}
-
-    PATHS = {
-        "axes.cluster.nic_gbps": "nic_gbps", "axes.cluster.fabric": "fabric", "axes.cluster.gpu": "gpu",
-        "axes.cluster.gpus": "gpus", "axes.cluster.oversubscription": "oversubscription",
-        "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.gpu": "gpu", "cluster.gpus": "gpus",
-        "cluster.oversubscription": "oversubscription", "axes": None,  # type: ignore[dict-item]
-    }
-
-    def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._choice("gpu").choices = _catalog_choices(catalog_items, "gpu")
-        self.PATHS = {k: v for k, v in self.PATHS.items() if v}
-
-    @staticmethod
-    def _numbers(raw: str, field: str, cast: Any) -> list[Any]:
-        out = []
-        for part in (raw or "").replace(";", ",").split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                value = cast(part)
-            except ValueError:
-                raise forms.ValidationError(f"{part!r} is not a number.", code="invalid") from None
-            out.append(value)
-        return out
-
-    def clean_gpus(self) -> list[int]:
-        return self._numbers(self.cleaned_data.get("gpus", ""), "gpus", int)
-
-    def clean_oversubscription(self) -> list[float]:
-        return self._numbers(self.cleaned_data.get("oversubscription", ""), "oversubscription", float)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if not self.errors and not self.axes():
-            raise forms.ValidationError("Pick at least one value on at least one axis to sweep.")
-        return data
-
-    def axes(self) -> dict[str, list[Any]]:
-        d = getattr(self, "cleaned_data", {})
-        axes: dict[str, list[Any]] = {}
-        for field, path in (("nic_gbps", "cluster.nic_gbps"), ("fabric", "cluster.fabric"), ("gpu", "cluster.gpu"),
-                            ("gpus", "cluster.gpus"), ("oversubscription", "cluster.oversubscription")):
-            values = d.get(field) or []
-            if values:
-                axes[path] = list(values)
-        return axes
