@@ -160,14 +160,15 @@ def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
 
 # --- charts ----------------------------------------------------------------------------------------------
 def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
-    """x = link speed, one line per fabric (and GPU when several were swept)."""
+    """x = link speed, one line per fabric (and GPU when several were swept). A run that does not fit in GPU
+    memory is left out: a line would show it as an achievable point (its column in the table says why)."""
     points: dict[str, dict[float, float]] = {}
     speeds: set[float] = set()
     gpus_seen = {run_axes(r)["gpu"] for r in runs}
     for r in runs:
         ax = run_axes(r)
         value = metric(r.result, path)
-        if ax["nic_gbps"] is None or value is None:
+        if ax["nic_gbps"] is None or value is None or result_fits(r.result) is False:
             continue
         name = FABRIC_LABELS.get(ax["fabric"] or "", ax["fabric"] or "fabric")
         if len(gpus_seen) > 1:
