@@ -21,7 +21,9 @@ from rest_framework.response import Response
 
 from accounts.roles import Capability
 from core.errors import NotFound, ValidationError
+from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
+from planner.api.parsers import SafeMultiPartParser as MultiPartParser
 from planner.api.viewsets import ServiceModelViewSet
 from planning.models import CapacityPlan
 from planning.services import capacity_plans as plan_services
@@ -67,6 +69,12 @@ class CapacityPlanReplicateSerializer(serializers.Serializer):
     chunk = serializers.JSONField(required=False, default=25, help_text="seeds per child run (1-200)")
 
 
+class JobsCsvSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="CSV: name, team, gpus, duration_days or workload (a team workload's "
+                                           "name), submit_day, deadline_day, priority, cluster")
+    replace = serializers.BooleanField(required=False, default=True, help_text="replace the jobs (else append)")
+
+
 class CapacityPlanViewSet(ServiceModelViewSet):
     """Capacity plans: a fleet over time against a demand plan; ``run`` simulates it on the workers."""
 
@@ -77,7 +85,8 @@ class CapacityPlanViewSet(ServiceModelViewSet):
     ordering_fields = ("name", "created_at", "updated_at")
     parser_classes = (JSONParser,)
     action_capabilities = {"run": Capability.PLAN, "runs": Capability.READ, "quarters": Capability.EXPORT,
-                           "replicate": Capability.PLAN, "replications": Capability.READ}
+                           "replicate": Capability.PLAN, "replications": Capability.READ,
+                           "import_jobs": Capability.PLAN}
 
     def do_create(self, *, team: Any, data: dict[str, Any]) -> CapacityPlan:
         return plan_services.capacity_plan_create(team=team, user=self.request.user, **data)
@@ -170,3 +179,14 @@ class CapacityPlanViewSet(ServiceModelViewSet):
                 raise NotFound("no replication sweep of this plan with that id")
             return Response({"sweep": None, "summary": None})
         return Response(replication_summary(sweep))
+
+    @extend_schema(request={"multipart/form-data": JobsCsvSerializer}, responses={200: CapacityPlanSerializer})
+    @action(detail=True, methods=["post"], url_path="import-jobs", parser_classes=[MultiPartParser, FormParser])
+    def import_jobs(self, request: Request, pk: Any = None) -> Response:
+        """The plan's named jobs from a demand-plan CSV (all or nothing; errors per line)."""
+        plan = self.get_object()
+        ser = JobsCsvSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        plan = plan_services.capacity_plan_import_jobs(plan=plan, user=request.user, file=ser.validated_data["file"],
+                                                       replace=ser.validated_data["replace"])
+        return Response(self.get_serializer(plan).data)

@@ -167,3 +167,41 @@ def test_replications_fan_out_as_one_sweep_of_runs_and_merge_exactly(world: dict
     viewer = api_client_for(world["users"]["viewer"])
     assert viewer.post(f"/api/v1/capacity-plans/{plan.pk}/replicate/", {"replications": 2},
                        format="json").status_code == 403
+
+
+def test_demand_plan_csv_import_uses_the_teams_workloads(world: dict[str, Any], plan: Any,
+                                                         api_client_for: Any) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from planning.models import ObjectChange
+
+    client = api_client_for(world["users"]["planner"])
+    wl = world["x"]["workload"].name
+    csv = ("name,team,gpus,duration_days,workload,submit_day,deadline_day,priority\n"
+           "pretrain,research,32,,%s,5,50,3\n"
+           "evals,research,8,2,,1,,0\n" % wl)
+    r = client.post(f"/api/v1/capacity-plans/{plan.pk}/import-jobs/",
+                    {"file": SimpleUploadedFile("demand.csv", csv.encode(), content_type="text/csv")},
+                    format="multipart")
+    assert r.status_code == 200, r.content
+    jobs = r.json()["document"]["jobs"]
+    assert [j["name"] for j in jobs] == ["pretrain", "evals"]
+    assert jobs[0]["workload"]["model"] == world["x"]["workload"].model and jobs[0]["gpus"] == 32
+    assert jobs[1] == {"name": "evals", "team": "research", "gpus": 8, "duration_days": 2.0, "submit_day": 1.0,
+                       "priority": 0}
+    assert ObjectChange.objects.filter(object_type="capacity_plan", object_id=plan.pk, action="update").exists()
+    bad = ("name,gpus,duration_days,submit_day\nx,eight,1,0\ny,8,1,0\n")
+    r = client.post(f"/api/v1/capacity-plans/{plan.pk}/import-jobs/",
+                    {"file": SimpleUploadedFile("d.csv", bad.encode(), content_type="text/csv")}, format="multipart")
+    assert r.status_code == 400 and any(k.startswith("rows.2") for k in r.json()["errors"]), r.content
+    other = ("name,gpus,duration_days,submit_day,workload\nx,8,,0,nope\n")
+    r = client.post(f"/api/v1/capacity-plans/{plan.pk}/import-jobs/",
+                    {"file": SimpleUploadedFile("d.csv", other.encode(), content_type="text/csv")}, format="multipart")
+    assert r.status_code == 400 and "no workload of this team" in r.content.decode()
+    # a job the engine refuses is a field error in the document, nothing is saved
+    huge = "name,gpus,duration_days,submit_day\nx,100000,1,0\n"
+    r = client.post(f"/api/v1/capacity-plans/{plan.pk}/import-jobs/",
+                    {"file": SimpleUploadedFile("d.csv", huge.encode(), content_type="text/csv")}, format="multipart")
+    assert r.status_code == 400 and "document.jobs[0].gpus" in r.json()["errors"]
+    plan.refresh_from_db()
+    assert [j["name"] for j in plan.document["jobs"]] == ["pretrain", "evals"]

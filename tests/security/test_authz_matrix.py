@@ -48,6 +48,7 @@ OWNER = "owner"  # only the user the object belongs to (API tokens); anyone else
 CSV_BODIES = {
     ("catalogs", "import_items"): "key,kind,name,unit_price_usd,power_w\nMX-1,gpu,Matrix GPU,1000,700\n",
     ("fleets", "import_fleets"): "name,server_model,server_count\nmatrix-fleet,HGX-H100,2\n",
+    ("capacity-plans", "import_jobs"): "name,gpus,duration_days,submit_day,deadline_day\nm-job,16,3,0,9\n",
 }
 
 # (resource, action) -> capability needed in the object's team.
@@ -89,6 +90,7 @@ POLICY.update({
     ("capacity-plans", "partial_update"): "plan", ("capacity-plans", "destroy"): "plan",
     ("capacity-plans", "run"): "plan", ("capacity-plans", "quarters"): "export",
     ("capacity-plans", "replicate"): "plan", ("capacity-plans", "replications"): "read",
+    ("capacity-plans", "import_jobs"): "plan",
 })
 
 # resource -> the seeded home-team object a detail route addresses
