@@ -178,8 +178,8 @@ def test_demand_plan_csv_import_uses_the_teams_workloads(world: dict[str, Any], 
     client = api_client_for(world["users"]["planner"])
     wl = world["x"]["workload"].name
     csv = ("name,team,gpus,duration_days,workload,submit_day,deadline_day,priority\n"
-           "pretrain,research,32,,%s,5,50,3\n"
-           "evals,research,8,2,,1,,0\n" % wl)
+           f"pretrain,research,32,,{wl},5,50,3\n"
+           "evals,research,8,2,,1,,0\n")
     r = client.post(f"/api/v1/capacity-plans/{plan.pk}/import-jobs/",
                     {"file": SimpleUploadedFile("demand.csv", csv.encode(), content_type="text/csv")},
                     format="multipart")
