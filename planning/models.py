@@ -198,6 +198,11 @@ class Scenario(TeamOwnedModel):
         Fleet, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="Borrow this fleet's calibration profile (hardware the team does not own or has not measured).",
     )
+    fabric_study = models.JSONField(
+        default=dict, blank=True,
+        help_text="A fabric study pinned to the scenario (issue #13): the compact routing shares of one of the "
+                  "team's succeeded fabric-study runs (simulations.engine.pinned_study). Empty = the shipped tables.",
+    )
 
 
     def __str__(self) -> str:
