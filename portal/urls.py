@@ -12,6 +12,7 @@ urlpatterns = [
     path("fleets/new/", views.fleet_edit, name="fleet-new"),
     path("fleets/<int:pk>/edit/", views.fleet_edit, name="fleet-edit"),
     path("fleets/<int:pk>/calibration/", calibration.fleet_calibration, name="fleet-calibration"),
+    path("scenarios/<int:pk>/calibration/", calibration.scenario_calibration, name="scenario-calibration"),
     path("scenarios/", views.scenarios, name="scenarios"),
     path("scenarios/new/", views.scenario_edit, name="scenario-new"),
     path("scenarios/preview/", views.scenario_preview, name="scenario-preview"),

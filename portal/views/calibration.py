@@ -14,7 +14,8 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.roles import Capability
 from core.errors import ValidationError
-from planning.models import Fleet
+from planning import services as planning
+from planning.models import Fleet, Scenario
 from planning.services import calibration as services
 from portal.views.common import _can, _error_dict, _require
 from simulations.services.calibration import calibration_fit_and_reevaluate
@@ -109,4 +110,32 @@ def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
         "versions": fleet.calibration_profiles.order_by("-version")[:20],
         "uploads": fleet.calibration_uploads.order_by("-created_at")[:100],
         "charts": charts, "kinds": services.KINDS, "max_bytes": services.max_upload_bytes(),
+    }, status=400 if errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def scenario_calibration(request: HttpRequest, pk: int) -> HttpResponse:
+    """Whether a scenario uses its fleet's calibration profile, or borrows another fleet's (issue #16)."""
+    scenario = get_object_or_404(Scenario.objects.for_request(request).select_related("fleet", "team",
+                                                                                       "calibration_fleet"), pk=pk)
+    fleets = list(Fleet.objects.filter(team_id=scenario.team_id, calibration_profiles__isnull=False)
+                  .distinct().order_by("name"))
+    errors: dict[str, Any] = {}
+    if request.method == "POST":
+        _require(request, scenario.team_id, Capability.PLAN)
+        borrow_id = request.POST.get("calibration_fleet", "")
+        borrow = next((f for f in fleets if str(f.pk) == borrow_id), None)
+        if borrow_id and borrow is None:
+            errors = {"calibration_fleet": [f"fleet {borrow_id} has no calibration profile in this team"]}
+        else:
+            planning.scenario_update(scenario=scenario, user=request.user,
+                                     use_calibration=request.POST.get("use_calibration") == "on",
+                                     calibration_fleet=borrow)
+            messages.success(request, "Calibration setting saved.")
+            return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))
+    section = services.scenario_calibration(scenario=scenario)
+    return render(request, "portal/scenario_calibration.html", {
+        "scenario": scenario, "section": section, "fleets": fleets, "errors": errors,
+        "can_plan": _can(request, scenario.team_id, Capability.PLAN),
     }, status=400 if errors else 200)

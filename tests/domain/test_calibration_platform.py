@@ -203,3 +203,27 @@ def test_fleet_calibration_page_shows_fit_and_is_team_scoped(world, client) -> N
     r = client.post(f"/fleets/{x['fleet'].pk}/calibration/", {"action": "fit", "name": "portal fit"})
     assert r.status_code == 302
     assert "Profile v2" in client.get(f"/fleets/{x['fleet'].pk}/calibration/").content.decode()
+
+
+def test_scenario_calibration_page_opts_out_and_borrows(world, client) -> None:
+    from planning import services
+
+    x = world["x"]
+    _fit(world)
+    client.force_login(world["users"]["viewer"])
+    detail = client.get(f"/scenarios/{x['fleet_scenario'].pk}/").content.decode()
+    assert 'id="calibration-summary"' in detail and "v1" in detail
+    assert client.post(f"/scenarios/{x['fleet_scenario'].pk}/calibration/", {}).status_code == 403
+    client.force_login(world["users"]["planner"])
+    r = client.post(f"/scenarios/{x['fleet_scenario'].pk}/calibration/", {"calibration_fleet": ""})
+    assert r.status_code == 302
+    x["fleet_scenario"].refresh_from_db()
+    assert "calibration" not in services.scenario_document(scenario=x["fleet_scenario"])  # opted out
+    r = client.post(f"/scenarios/{x['scenario'].pk}/calibration/",
+                    {"use_calibration": "on", "calibration_fleet": str(x["fleet"].pk)})
+    assert r.status_code == 302
+    x["scenario"].refresh_from_db()
+    assert services.scenario_document(scenario=x["scenario"])["calibration"]["borrow"] is True
+    r = client.post(f"/scenarios/{x['scenario'].pk}/calibration/",
+                    {"use_calibration": "on", "calibration_fleet": str(world["y"]["fleet"].pk)})
+    assert r.status_code == 400 and "no calibration profile in this team" in r.content.decode()

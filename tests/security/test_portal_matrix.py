@@ -92,6 +92,7 @@ POLICY: dict[str, dict[str, list[Rule]]] = {
     "fleet-edit": {"GET": [R(PLAN, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
     # calibration page (issue #16): anyone in the team reads it; uploading / fitting needs plan
     "fleet-calibration": {"GET": [R(READ, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
+    "scenario-calibration": {"GET": [R(READ, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
     "scenarios": {"GET": [R(READ, LIST)]},
     "scenario-new": {"GET": [R(PLAN, CREATE)], "POST": [R(PLAN, CREATE, writes=True)]},
     # The builder's live estimate of the posted input: saves nothing; names a home scenario and fleet.
@@ -132,19 +133,10 @@ POLICY.update({
     "capacity-run": {"GET": [R(READ, OBJECT)]},
 })
 
-# capacity plans (issue #14): the plans page lists the team's plans; running one needs plan; a run's page reads
-POLICY.update({
-    "capacity-plans": {"GET": [R(READ, LIST)]},
-    "capacity-plan-run": {"POST": [R(PLAN, OBJECT, writes=True)]},
-    "capacity-run": {"GET": [R(READ, OBJECT)]},
-})
-
 # first path segment -> the seeded home-team object a <pk> in that route addresses
 PATH_OBJECT = {"catalog": "catalog", "fleets": "fleet", "scenarios": "scenario", "runs": "run",
                "sweeps": "sweep", "reports": "report", "tokens": "token"}
 PATH_OBJECT_BY_NAME = {"run-cancel": "queued_run", "scenario-sweep": "adhoc", "fabric-run": "fabric_run"}  # a cancellable run; a cluster scenario
-
-PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
 PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
@@ -268,10 +260,6 @@ def home_ids(world: World, extras: dict[str, Any]) -> dict[str, Any]:
         from simulations.services.capacity_plans import plan_runs
 
         objs.update(capacity_plan=h.capacity_plan, capacity_run=plan_runs(h.capacity_plan).first())
-    if h.capacity_plan is not None:  # issue #14: the seeded plan and its finished fleet run
-        from simulations.services.capacity_plans import plan_runs
-
-        objs.update(capacity_plan=h.capacity_plan, capacity_run=plan_runs(h.capacity_plan).first())
     return {k: v.pk for k, v in objs.items()}
 
 
@@ -281,6 +269,7 @@ def post_body(name: str, world: World, ids: dict[str, Any]) -> dict[str, Any]:
         "fleet-new": FLEET_POST,
         "fleet-edit": {**FLEET_POST, "name": "matrix fleet renamed", "server_count": 32},
         "fleet-calibration": {"action": "fit", "name": "matrix fit"},  # refits from the seeded calibration file
+        "scenario-calibration": {"calibration_fleet": ""},  # opts the scenario out (checkbox absent)
         "scenario-new": BUILDER_POST,
         "scenario-edit": {**BUILDER_POST, "name": "matrix scenario renamed"},
         "scenario-preview": {**BUILDER_POST, "scenario_id": ids["scenario"], "fleet": ids["fleet"]},
