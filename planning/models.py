@@ -310,6 +310,12 @@ class CapacityPlan(TeamOwnedModel):
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     document = models.JSONField(default=dict)
+    # {cluster name: fleet id}: clusters that stand for one of the team's fleets; a run takes their GPU type,
+    # count, NICs, fabric and topology from the fleet as it is then (planning.services.capacity_plans).
+    cluster_fleets = models.JSONField(default=dict, blank=True)
+    watched = models.BooleanField(
+        default=False, help_text="Re-run on schedule when the catalog, a fleet it uses or the engine changes.")
+    last_evaluated_at = models.DateTimeField(null=True, blank=True)
 
 
     class Meta(TeamOwnedModel.Meta):

@@ -142,7 +142,7 @@ class Report(TeamOwnedModel):
 
 
 class ReEvaluation(TeamOwnedModel):
-    """A scheduled re-run of a watched scenario and how its figures moved.
+    """A scheduled re-run of a watched scenario or capacity plan and how its figures moved.
 
     ``idempotency_key`` (scenario + resolved input hash + engine version) is unique, so a beat started
     twice, or a re-delivered beat message, re-evaluates a scenario once per change.
@@ -154,7 +154,11 @@ class ReEvaluation(TeamOwnedModel):
         DELIVERED = "delivered", "Delivered"
         FAILED = "failed", "Failed"
 
-    scenario = models.ForeignKey("planning.Scenario", on_delete=models.CASCADE, related_name="reevaluations")
+    # exactly one of scenario / capacity_plan: what was re-run
+    scenario = models.ForeignKey("planning.Scenario", null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="reevaluations")
+    capacity_plan = models.ForeignKey("planning.CapacityPlan", null=True, blank=True, on_delete=models.CASCADE,
+                                      related_name="reevaluations")
     previous_run = models.ForeignKey(
         SimulationRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -173,4 +177,5 @@ class ReEvaluation(TeamOwnedModel):
 
 
     def __str__(self) -> str:
-        return f"Re-evaluation of {self.scenario_id}: {self.summary or 'pending'}"
+        what = f"plan {self.capacity_plan_id}" if self.capacity_plan_id else f"scenario {self.scenario_id}"
+        return f"Re-evaluation of {what}: {self.summary or 'pending'}"
