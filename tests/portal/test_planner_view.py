@@ -257,6 +257,22 @@ def test_builder_defaults_equal_the_catalog(client: Any, make_user: Any, team: A
     assert float(form["pue"].value()) == facility["pue"]
 
 
+def test_line_items_show_small_prices_and_fractional_quantities(client: Any, make_user: Any, team: Any,
+                                                                scenario_for: Any, finished_run: Any) -> None:
+    planner = make_user("planner", team)
+    run = finished_run(scenario_for(team, planner), planner, monte_carlo=0)
+    items = run.result["tco"]["line_items"]
+    _login(client, planner)
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    table = html[html.index('id="line-items"'):]
+    electricity = next(i for i in items if i["category"] == "power")
+    assert f"${electricity['unit_price_usd']:.2f}" in table  # $0.08 per kWh, not "$0"
+    fractional = [i["quantity"] for i in items if 0 < i["quantity"] < 100 and not float(i["quantity"]).is_integer()]
+    assert fractional, [i["quantity"] for i in items]
+    for q in fractional:
+        assert f">{q:,.3g}<" in table, q  # 0.814 kW, not "1" or "0"
+
+
 def test_small_figures_are_not_rounded_away() -> None:
     from portal.templatetags.portal import fmt, usd
 
