@@ -52,13 +52,19 @@ class TeamScopedViewSetMixin(generics.GenericAPIView):
 
     permission_classes = [TeamCapabilityPermission]
     write_capability = Capability.PLAN
+    # The app's selector for this endpoint (``staticmethod(selectors.fleet_list)``): reads go through it; the
+    # class ``queryset`` adds the endpoint's joins and default order.
+    selector: Any = None
 
     def scope_queryset(self, queryset: QuerySet) -> QuerySet:
         """The one visibility rule (``Model.objects.for_request``), for reads; writes check capabilities."""
         return queryset.for_request(self.request, Capability.READ)  # type: ignore[attr-defined]
 
     def get_queryset(self) -> QuerySet:
-        return self.scope_queryset(super().get_queryset())
+        queryset = super().get_queryset()
+        if self.selector is None:
+            return self.scope_queryset(queryset)
+        return queryset & self.selector(self.request)
 
     def get_target_team(self, capability: str | None = None) -> Any:
         cap = capability or self.write_capability

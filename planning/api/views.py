@@ -22,7 +22,7 @@ from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
 from planner.api.viewsets import ServiceModelViewSet
-from planning import services
+from planning import selectors, services
 from planning.api.filtersets import (
     CatalogFilterSet,
     CatalogItemFilter,
@@ -65,6 +65,7 @@ class CatalogViewSet(ServiceModelViewSet):
     write_capability = Capability.CATALOG
     action_capabilities = {"fork": Capability.READ}
     filterset_class = CatalogFilterSet
+    selector = staticmethod(selectors.catalog_list)  # reads go through the app's selector
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
 
@@ -121,6 +122,7 @@ class CatalogVersionViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin,
     serializer_class = CatalogVersionSerializer
     write_capability = Capability.CATALOG
     filterset_class = CatalogVersionFilterSet
+    selector = staticmethod(selectors.catalog_version_list)  # reads go through the app's selector
     ordering_fields = ("number", "effective_date", "created_at")
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -145,6 +147,7 @@ class CatalogItemViewSet(ServiceModelViewSet):
     serializer_class = CatalogItemSerializer
     write_capability = Capability.CATALOG
     filterset_class = CatalogItemFilter
+    selector = staticmethod(selectors.catalog_item_list)  # reads go through the app's selector
     search_fields = ("key", "name")
     ordering_fields = ("key", "kind", "unit_price_usd", "power_w")
 
@@ -182,6 +185,7 @@ class FleetViewSet(ServiceModelViewSet):
     queryset = Fleet.objects.select_related("team").order_by("name", "id")
     serializer_class = FleetSerializer
     filterset_class = FleetFilterSet
+    selector = staticmethod(selectors.fleet_list)  # reads go through the app's selector
     search_fields = ("name", "site", "notes")
     ordering_fields = ("name", "site", "server_count", "in_service_date", "created_at", "updated_at")
 
@@ -209,6 +213,7 @@ class WorkloadViewSet(ServiceModelViewSet):
     queryset = Workload.objects.select_related("team").order_by("name", "id")
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilterSet
+    selector = staticmethod(selectors.workload_list)  # reads go through the app's selector
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     parser_classes = (JSONParser,)
@@ -230,6 +235,7 @@ class ScenarioViewSet(ServiceModelViewSet):
         "name", "id")
     serializer_class = ScenarioSerializer
     filterset_class = ScenarioFilterSet
+    selector = staticmethod(selectors.scenario_list)  # reads go through the app's selector
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at", "last_evaluated_at")
     action_capabilities = {"document": Capability.READ}

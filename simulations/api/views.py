@@ -32,6 +32,7 @@ from simulations.api.serializers import (
     ReportSerializer,
     RunSubmitForScenarioSerializer,
     RunSubmitSerializer,
+    ScenarioWithStudySerializer,
     SimulationRunDetailSerializer,
     SimulationRunSerializer,
     SweepForScenarioSerializer,
@@ -39,6 +40,7 @@ from simulations.api.serializers import (
     SweepSubmitSerializer,
 )
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
+from simulations.services.fabric import scenario_fabric_fields
 
 FMT_PARAM = OpenApiParameter("fmt", str, enum=list(reports.EXPORT_FORMATS), description="csv, xlsx or json")
 
@@ -81,6 +83,14 @@ class ScenarioRunViewSet(ScenarioViewSet):
     """
 
     action_capabilities = {**ScenarioViewSet.action_capabilities, "run": Capability.PLAN, "sweep": Capability.PLAN}
+    serializer_class = ScenarioWithStudySerializer  # + fabric_study_run: pin a fabric study (issue #13)
+
+    def do_create(self, *, team: Any, data: dict[str, Any]) -> Scenario:
+        return super().do_create(team=team, data=scenario_fabric_fields(team_id=team.pk, data=data))
+
+    def do_update(self, *, instance: Scenario, data: dict[str, Any]) -> Scenario:
+        return super().do_update(instance=instance,
+                                 data=scenario_fabric_fields(team_id=instance.team_id, data=data))
 
     @extend_schema(
         request=RunSubmitForScenarioSerializer,
@@ -105,6 +115,7 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
 
     queryset = SimulationRun.objects.select_related("team", "created_by").order_by("-queued_at", "-id")
     filterset_class = RunFilterSet
+    selector = staticmethod(selectors.run_list)  # reads go through the app's selector
     search_fields = ("label",)
     ordering_fields = ("queued_at", "finished_at", "status", "kind")
     action_capabilities = {"cancel": Capability.PLAN, "export": Capability.EXPORT, "result": Capability.READ}
@@ -162,6 +173,7 @@ class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.Retriev
     queryset = Sweep.objects.select_related("team").order_by("-created_at", "-id")
     serializer_class = SweepSerializer
     filterset_class = SweepFilterSet
+    selector = staticmethod(selectors.sweep_list)  # reads go through the app's selector
     ordering_fields = ("created_at", "finished_at")
     action_capabilities = {"cancel": Capability.PLAN}
 
@@ -202,6 +214,7 @@ class ReportViewSet(ServiceModelViewSet):
     )
     serializer_class = ReportSerializer
     filterset_class = ReportFilterSet
+    selector = staticmethod(selectors.report_list)  # reads go through the app's selector
     search_fields = ("name", "description")
     ordering_fields = ("name", "created_at", "updated_at")
     action_capabilities = {"export": Capability.EXPORT, "compare": Capability.READ, "table": Capability.READ}
@@ -272,6 +285,7 @@ class ReEvaluationViewSet(TeamScopedViewSetMixin, viewsets.ReadOnlyModelViewSet)
     queryset = ReEvaluation.objects.select_related("scenario").order_by("-created_at", "-id")
     serializer_class = ReEvaluationSerializer
     filterset_class = ReEvaluationFilterSet
+    selector = staticmethod(selectors.reevaluation_list)  # reads go through the app's selector
     ordering_fields = ("created_at", "completed_at")
 
 
