@@ -20,7 +20,7 @@ FLEET_FIELDS = (
 WORKLOAD_FIELDS = ("name", "description", "model", "training", "parallelism")
 SCENARIO_FIELDS = (
     "name", "description", "fleet", "cluster", "workload", "costs", "uncertainty", "catalog", "pinned_version",
-    "watched", "use_calibration", "calibration_fleet",
+    "watched", "use_calibration", "calibration_fleet", "fabric_study",
 )
 DOCUMENT_SECTIONS = ("model", "training", "parallelism", "cluster", "costs", "uncertainty")
 

@@ -36,7 +36,7 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
         expected = catalog.pk if catalog is not None else getattr(catalog_default(), "pk", None)
         if pin.catalog_id != expected:
             errors["pinned_version"] = ["must be a version of the scenario's catalog"]
-    for f in ("cluster", "costs", "uncertainty"):
+    for f in ("cluster", "costs", "uncertainty", "fabric_study"):
         if f in data and data[f] is not None and not isinstance(data[f], dict):
             errors[f] = ["must be a JSON object"]
     fleet = data.get("fleet", current.fleet if current else None)
@@ -63,6 +63,9 @@ def _validate_scenario_document(*, data: Mapping[str, Any], current: Scenario | 
         uncertainty=data.get("uncertainty", current.uncertainty if current else None),
         catalog=values,
     )
+    study = data.get("fabric_study", current.fabric_study if current else None)
+    if study:  # a pinned fabric study (issue #13) is checked with the document it will travel in
+        doc["fabric_study"] = study
     document_validate(document=doc, catalog=values or None)
 
 
@@ -72,7 +75,7 @@ def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
         raise _err("name", "This field is required.")
     if data.get("workload") is None:
         raise _err("workload", "This field is required.")
-    for f in ("cluster", "costs", "uncertainty"):
+    for f in ("cluster", "costs", "uncertainty", "fabric_study"):
         if data.get(f) is None:
             data[f] = {}
     _validate_scenario(team_id=team.pk, data=data)
@@ -85,7 +88,7 @@ def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
 
 def scenario_update(*, scenario: Scenario, user: Any, **fields: Any) -> Scenario:
     data = {k: v for k, v in fields.items() if k in SCENARIO_FIELDS}
-    for f in ("cluster", "costs", "uncertainty"):
+    for f in ("cluster", "costs", "uncertainty", "fabric_study"):
         if f in data and data[f] is None:
             data[f] = {}
     _validate_scenario(team_id=scenario.team_id, data=data, current=scenario)
@@ -113,6 +116,8 @@ def scenario_resolve(
     calibration = scenario_calibration(scenario=scenario)  # the fleet's profile (issue #16), unless opted out
     if calibration is not None:
         doc["calibration"] = calibration
+    if scenario.fabric_study:  # a fabric study pinned to the scenario (issue #13): its routing shares
+        doc["fabric_study"] = copy.deepcopy(scenario.fabric_study)
     return doc, version, values
 
 

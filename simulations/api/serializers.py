@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_sc
 from rest_framework import serializers
 
 from planning.api.fields import ScopedPrimaryKeyRelatedField, StrictBooleanField
+from planning.api.serializers import ScenarioSerializer
 from planning.models import CatalogVersion, Scenario
 from simulations.models import ReEvaluation, Report, RunKind, SimulationRun, Sweep
 
@@ -175,3 +176,26 @@ class CompareResponseSerializer(serializers.Serializer):
     runs = serializers.ListField(child=serializers.IntegerField())
     columns = serializers.ListField(child=AnyObject())
     rows = serializers.ListField(child=AnyObject())
+
+
+class ScenarioWithStudySerializer(ScenarioSerializer):
+    """The planning API's scenario plus the fabric study it is pinned to (issue #13; runs live in this app)."""
+
+    fabric_study_run = ScopedPrimaryKeyRelatedField(
+        queryset=SimulationRun.objects.all(), required=False, allow_null=True,
+        help_text="Pin the scenario to one of its team's succeeded fabric-study runs (kind \"fabric\"): the "
+                  "performance model then takes the routing share of the scenario's routing from that study "
+                  "instead of the shipped tables. null = unpin.",
+    )
+    fabric_study = serializers.JSONField(
+        read_only=True, help_text="The pinned study as it travels in the engine document (compact routing shares, "
+                                  "the study's inputs and run id); {} when not pinned.",
+    )
+
+    class Meta(ScenarioSerializer.Meta):
+        fields: tuple[str, ...] = (*ScenarioSerializer.Meta.fields, "fabric_study_run", "fabric_study")  # type: ignore[assignment]
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        data["fabric_study_run"] = (instance.fabric_study or {}).get("run")
+        return data

@@ -169,6 +169,15 @@ BOUNDS: dict[str, Bound] = {
     "params.monte_carlo": _int_bound(0, MAX_MONTE_CARLO_SAMPLES, "percentiles converge far below this"),
     "params.seed": _int_bound(0, MAX_SEED, "31-bit seeds stay portable"),
     "params.top_k": _int_bound(1, MAX_TOP_K, "alternatives a person can compare"),
+    # ---- a pinned fabric study (simulations.engine.pinned_study, issue #13)
+    "fabric_study.run": _int_bound(1, 2**63 - 1, "a database id"),
+    "fabric_study.gpus": _int_bound(1, MAX_GPUS, "the cluster bound"),
+    "fabric_study.ranks": _int_bound(1, MAX_GPUS, "the cluster bound"),
+    "fabric_study.seeds": _int_bound(1, 10_000, "a study runs at most 100 seeds per run"),
+    "fabric_study.oversubscription": _float_bound(1.0, MAX_OVERSUBSCRIPTION, "as cluster.oversubscription"),
+    "fabric_study.qps": _int_bound(1, 128, "NCCL_IB_QPS_PER_CONNECTION accepts at most 128"),
+    "fabric_study.efficiency": _float_bound(0.0, 1.0, "achieved over ideal completion time, in (0, 1]",
+                                            lo_open=True),
 }
 
 RANGE_ENDS = ("low", "likely", "high")

@@ -83,6 +83,7 @@ class Net:
     nvls: bool
     sharp: bool = False
     alpha_override: float | None = None  # calibration: per-step network latency [s]
+    pinned_share: float | None = None  # a pinned fabric study's share for this routing (pinned_study.py)
     bw_scale_ar: float = 1.0
     bw_scale_ag: float = 1.0
     bw_scale_rs: float = 1.0
@@ -116,10 +117,10 @@ def place(net: Net, n: Arr, stride: Arr) -> Placement:
     f_leaf = _cross_frac(net.leaf_nodes * dens, nodes) if net.tiers >= 2 else np.zeros_like(nodes)
     f_pod = np.where(net.tiers >= 3, _cross_frac(net.pod_nodes * dens, nodes), 0.0)
     flows = CHANNELS_PER_NIC
-    s_leaf = np.where(f_leaf > 0, crossing_share(net.routing, net.fabric, f_leaf * net.oversub_leaf, flows, net.qps),
-                      1.0)
-    s_pod = np.where(f_pod > 0, crossing_share(net.routing, net.fabric, f_pod * net.oversub_spine, flows, net.qps),
-                     1.0)
+    s_leaf = np.where(f_leaf > 0, crossing_share(net.routing, net.fabric, f_leaf * net.oversub_leaf, flows, net.qps,
+                                                 net.pinned_share), 1.0)
+    s_pod = np.where(f_pod > 0, crossing_share(net.routing, net.fabric, f_pod * net.oversub_spine, flows, net.qps,
+                                               net.pinned_share), 1.0)
     share = np.minimum(s_leaf, s_pod)
     switches = np.where(f_pod > 0.0, 5.0, np.where(f_leaf > 0.0, 3.0, 1.0))
     switches = np.minimum(switches, 2.0 * net.tiers - 1.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from simulations.engine import collectives as cl
 from simulations.engine import hardware as hw
 from simulations.engine.frameworks import PROFILES, profile
 from simulations.engine.hardware import GpuSpec
+from simulations.engine.pinned_study import routing_source
 from simulations.engine.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
 from simulations.engine.scenario import Scenario
 
@@ -69,6 +71,9 @@ class Context:
     # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
     net_bw_scale: Mapping[str, float] = field(default_factory=dict)
     net_alpha_s: float | None = None
+    # a fabric study pinned to the scenario (pinned_study.py, issue #13): what the routing share comes from
+    # ({"kind": "study", "share": ...} replaces the shipped tables in routing.crossing_share)
+    routing_source: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def peak(self) -> float:
@@ -88,7 +93,9 @@ class Context:
             tiers=self.tiers, fabric=self.fabric, routing=self.routing,
             qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
             nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
-            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s, **scale,
+            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s,
+            pinned_share=self.routing_source.get("share") if self.routing_source.get("kind") == "study" else None,
+            **scale,
         )
 
 
@@ -97,6 +104,9 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
     moe = m.moe
     nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF["infiniband"]
     net = _fabric_numbers(s)
+    qps = float(getattr(c, "qps_per_connection", 0) or 0.0)
+    source = routing_source(s.extras.get("fabric_study"), routing=c.routing,
+                            qps=qps or DEFAULT_QPS.get(c.routing, 1.0), fabric=c.fabric)
     return Context(
         layers=m.layers,
         hidden=float(m.hidden),
@@ -125,7 +135,8 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         gpu=gpu,
         nic_bw_gpu=nic_bw,
         routing=c.routing,
-        qps=float(getattr(c, "qps_per_connection", 0) or 0.0),
+        qps=qps,
+        routing_source=source,
         tiers=float(c.tiers),
         fabric=c.fabric,
         framework=getattr(t, "framework", None),

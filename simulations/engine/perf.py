@@ -76,6 +76,9 @@ class Result:
     precision: str = "bf16"
     notes: list[str] = field(default_factory=list)
     fabric: dict[str, Any] = field(default_factory=dict)  # the cluster assumed (topology.fabric_block)
+    # where the routing share came from: {"kind": "shipped", "table": ...} or {"kind": "study", "share": ...,
+    # "study": {run, name, ...}} for a fabric study pinned to the scenario (pinned_study.py, issue #13)
+    routing_source: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._raw_dict()
@@ -107,6 +110,7 @@ class Result:
             "precision": self.precision,
             "notes": list(self.notes),
             "fabric": dict(self.fabric),
+            "routing_source": dict(self.routing_source),
         }
 
 
@@ -239,6 +243,10 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: 
     fits = bool(out["fits"][i] > 0.5)
     if not fits:
         notes.append("does not fit in GPU memory with this layout")
+    source = {k: v for k, v in ctx.routing_source.items() if k != "note"} or {"kind": "shipped"}
+    note = ctx.routing_source.get("note")
+    if note:  # a pinned fabric study (pinned_study.py): used, or why the shipped tables were
+        notes.append(str(note))
     par = {
         "tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
         "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i] > 0.5),
@@ -266,6 +274,7 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: 
         precision=s.training.precision,
         notes=notes,
         fabric=fabric_block(s.topology) if s.topology is not None else {},
+        routing_source=source,
     )
 
 

@@ -75,14 +75,19 @@ def _ecmp_share(load: Arr, flows_per_nic: Arr) -> Arr:
 
 
 def crossing_share(routing: str, fabric: str, load: Arr | float, flows_per_nic: Arr | float,
-                   qps_per_connection: float | None = None) -> Arr:
+                   qps_per_connection: float | None = None, pinned: float | None = None) -> Arr:
     """Throughput / demand of the traffic that crosses one tier (1.0 = every crossing NIC at line rate).
 
     ``load``: offered load per uplink in link capacities (crossing fraction x oversubscription).
     ``flows_per_nic``: connections (NCCL channels) each NIC spreads over the tier.
     ``routing``: ``ecmp``, ``ecmp-qp``, ``adaptive`` or ``pinned``; ``fabric``: ``infiniband`` or ``roce``.
+    ``pinned``: the share a fabric study pinned to the scenario simulated for this routing
+    (:mod:`simulations.engine.pinned_study`); it replaces the tables and closed forms, capped only by what the
+    tier can carry at the offered load (``1 / load``).
     """
     load_a = np.asarray(load, dtype=np.float64)
+    if pinned is not None:
+        return np.minimum(float(pinned), 1.0 / np.maximum(load_a, 1.0))
     flows = np.asarray(flows_per_nic, dtype=np.float64) * np.ones_like(load_a)
     adaptive = np.minimum(1.0, AR_EFF.get(fabric, 0.95) / np.maximum(load_a, 1e-12))
     if routing == "adaptive":

@@ -31,6 +31,7 @@ from simulations.engine.costs import cooling_of, resolve_costs
 from simulations.engine.errors import ScenarioError
 from simulations.engine.extensions import check_calibration
 from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
+from simulations.engine.pinned_study import check_fabric_study
 from simulations.engine.ranges import find_ranges, likely_scenario
 from simulations.engine.spec import (
     ATTENTION,
@@ -62,9 +63,11 @@ __all__ = [  # the parser, and the types and enums of .spec it returns (import t
 ]
 
 # "calibration": a fleet's calibration profile (simulations.engine.calibration, issue #16), kept in
-# Scenario.extras["calibration"] and applied by perf.predict / search (and so by tco)
+# Scenario.extras["calibration"] and applied by perf.predict / search (and so by tco);
+# "fabric_study": a team's own fabric study pinned to the scenario (simulations.engine.pinned_study, issue #13),
+# kept in Scenario.extras["fabric_study"]; its routing share replaces the shipped tables' (routing.crossing_share)
 TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description",
-            "calibration"}
+            "calibration", "fabric_study"}
 REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
 MODEL_KEYS = {
     "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_ffn", "vocab", "seq_len", "moe",
@@ -423,6 +426,13 @@ def _calibration_extras(section: Any) -> dict[str, Any]:
     return {"calibration": dict(section)}
 
 
+def _fabric_study_extras(section: Any) -> dict[str, Any]:
+    """The document's ``fabric_study`` section (a pinned study, :mod:`.pinned_study`), validated."""
+    if section is None:
+        return {}
+    return {"fabric_study": check_fabric_study(section)}
+
+
 def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Scenario:
     """Validate ``doc`` and return a :class:`Scenario` (an already parsed Scenario is returned as is).
 
@@ -463,7 +473,7 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         fabric=fabric,
         cost_params=cost_params,
         ranges=dict(ranges),
-        extras=_calibration_extras(raw.get("calibration")),
+        extras={**_calibration_extras(raw.get("calibration")), **_fabric_study_extras(raw.get("fabric_study"))},
     )
     if scenario.parallelism.tp is not None and scenario.cluster.gpus % scenario.parallelism.tp:
         raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")

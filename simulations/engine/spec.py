@@ -340,4 +340,6 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         out["uncertainty"] = s.uncertainty
     if s.extras.get("calibration") is not None:
         out["calibration"] = s.extras["calibration"]
+    if s.extras.get("fabric_study") is not None:
+        out["fabric_study"] = s.extras["fabric_study"]
     return out

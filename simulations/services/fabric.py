@@ -16,8 +16,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.errors import ValidationError
+from planning import services as planning
+from planning.models import Scenario
+from simulations.engine.errors import ScenarioError
 from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TRAFFIC, study
+from simulations.engine.pinned_study import compact_study, describe, routing_source
+from simulations.engine.scenario import parse_scenario
 from simulations.engine.spec import ROUTINGS
+from simulations.models import RunKind, RunStatus, SimulationRun
 
 FABRIC_PARAMS = {"traffic", "ranks", "routing", "qps", "placement", "seeds", "fragmentation", "background",
                  "channels", "seed"}
@@ -124,3 +130,61 @@ def compute_fabric(document: dict[str, Any], catalog: dict[str, Any] | None, par
         placement=params.get("placement", "packed"), seeds=int(params.get("seeds", DEFAULT_SEEDS)),
         variants=fabric_variants(params, document), progress=progress, catalog=catalog or None, **options,
     )
+
+
+# ------------------------------------------------------------------------ pinning a scenario to a study
+# A team may pin a scenario to one of its own succeeded fabric studies: the study's compact routing shares
+# (simulations.engine.pinned_study) are stored on the scenario (Scenario.fabric_study) and travel in its engine
+# document, so they are part of every run's input hash and snapshot, and re-evaluation picks them up.
+
+
+def study_section(*, run: SimulationRun, team_id: int, field: str = "fabric_study_run") -> dict[str, Any]:
+    """The ``fabric_study`` section of ``run`` for a scenario of team ``team_id`` (400 naming ``field``).
+
+    Another team's run answers "not found", exactly like a run that does not exist."""
+    if run.team_id != team_id:
+        raise ValidationError({field: [f"run {run.pk} not found"]})
+    if run.kind != RunKind.FABRIC:
+        raise ValidationError({field: [f"run {run.pk} is a {run.kind} run, not a fabric study"]})
+    if run.status != RunStatus.SUCCEEDED or not isinstance(run.result, dict):
+        raise ValidationError({field: [f"run {run.pk} has not succeeded ({run.status}); only a finished study can "
+                                       "be pinned"]})
+    name = f"Fabric study #{run.pk}" + (f": {run.label}" if run.label else "")
+    try:
+        return compact_study(run.result, run=run.pk, name=name)
+    except ScenarioError as exc:
+        raise ValidationError({field: [f"run {run.pk}: {exc}"]}) from None
+
+
+def scenario_fabric_fields(*, team_id: int, data: dict[str, Any]) -> dict[str, Any]:
+    """The API's ``fabric_study_run`` (a run, or None to unpin) as the scenario's ``fabric_study`` field."""
+    if "fabric_study_run" not in data:
+        return data
+    out = {k: v for k, v in data.items() if k != "fabric_study_run"}
+    run = data["fabric_study_run"]
+    out["fabric_study"] = {} if run is None else study_section(run=run, team_id=team_id)
+    return out
+
+
+def scenario_pin_fabric_study(*, scenario: Scenario, run: SimulationRun | None, user: Any) -> Scenario:
+    """Pin ``scenario`` to ``run`` (a succeeded fabric study of its team), or unpin it (``run`` None)."""
+    section = {} if run is None else study_section(run=run, team_id=scenario.team_id, field="run")
+    return planning.scenario_update(scenario=scenario, user=user, fabric_study=section)
+
+
+def pinned_study_summary(*, scenario: Scenario) -> dict[str, Any] | None:
+    """What the scenario is pinned to and the share its own routing gets from it (None when not pinned)."""
+    section = scenario.fabric_study or None
+    if not section:
+        return None
+    out: dict[str, Any] = {"run": section.get("run"), "name": describe(section), "shares": section.get("shares", []),
+                           "source": None}
+    try:
+        doc, _version, values = planning.scenario_resolve(scenario=scenario)
+        c = parse_scenario(doc, values or None).cluster
+    except (ValueError, ValidationError):  # a document the engine refuses: the page shows that error elsewhere
+        return out
+    out["routing"] = c.routing
+    out["source"] = routing_source(section, routing=c.routing, qps=float(c.qps_per_connection or 1),
+                                   fabric=c.fabric)
+    return out

@@ -34,6 +34,13 @@ def _calibration_label(section: Any) -> str:
     return f"{section.get('name') or 'profile'} v{section.get('version')}"
 
 
+def _study_label(section: Any) -> str:
+    """'run #<id>' of a document's pinned fabric study (issue #13), 'none' without one."""
+    if not isinstance(section, Mapping) or not section:
+        return "none"
+    return f"run #{section.get('run')}" if section.get("run") is not None else "pinned study"
+
+
 def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str], SimulationRun | None]:
     """Has the followed catalog version, the fleet or the engine changed since the last succeeded run?"""
     last = (
@@ -59,6 +66,9 @@ def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str],
     cal_then, cal_now = (snap.get("document") or {}).get("calibration"), document.get("calibration")
     if _calibration_label(cal_then) != _calibration_label(cal_now):
         reasons.append(f"calibration {_calibration_label(cal_then)} → {_calibration_label(cal_now)}")
+    study_then, study_now = (snap.get("document") or {}).get("fabric_study"), document.get("fabric_study")
+    if _study_label(study_then) != _study_label(study_now):  # a fabric study pinned or unpinned (issue #13)
+        reasons.append(f"fabric study {_study_label(study_then)} → {_study_label(study_now)}")
     if not reasons and last.input_hash != input_hash(kind=last.kind, document=document, catalog=values,
                                                      params=last.params):
         reasons.append("scenario inputs changed")
