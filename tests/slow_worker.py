@@ -12,9 +12,14 @@ import os
 import time
 from typing import Any
 
+import django
+
 from planner.celery import app
-from simulations.engine.budget import checkpoint
-from simulations.services import execution
+
+django.setup()  # the worker loads this module before Django: the services below import models
+
+from simulations.engine.budget import checkpoint  # noqa: E402
+from simulations.services import execution  # noqa: E402
 
 __all__ = ["app"]
 
