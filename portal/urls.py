@@ -33,6 +33,7 @@ urlpatterns = [
     path("runs/<int:pk>/export/", run_page.run_export, name="run-export"),
     path("fabric/", fabric_views.fabric, name="fabric"),
     path("fabric/runs/<int:pk>/", fabric_views.fabric_run, name="fabric-run"),
+    path("fabric/runs/<int:pk>/pin/", fabric_views.fabric_run_pin, name="fabric-run-pin"),
     path("capacity/", capacity.capacity_plans, name="capacity-plans"),
     path("capacity/<int:pk>/run/", capacity.capacity_plan_run, name="capacity-plan-run"),
     path("capacity/runs/<int:pk>/", capacity.capacity_run, name="capacity-run"),

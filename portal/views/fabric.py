@@ -13,15 +13,21 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.roles import Capability
 from planning.models import Scenario
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import services as sim_services
-from simulations.engine.flowsim import PLACEMENTS, TIERS, TRAFFIC
-from simulations.engine.spec import ROUTINGS
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
+from simulations.services.fabric import (
+    PLACEMENTS,
+    ROUTINGS,
+    TIERS,
+    TRAFFIC,
+    scenario_pin_fabric_study,
+    scenarios_pinned_to,
+)
 
 TRAFFIC_LABELS = {
     "ring-allreduce": "Ring all-reduce (data-parallel gradients)", "ring-allgather": "Ring all-gather",
@@ -151,4 +157,37 @@ def fabric_run(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if run.status == RunStatus.SUCCEEDED and run.result:
         ctx.update(fabric_result_context(run.result))
+        # "Use for scenario ...": the run's team's scenarios (a study is pinned within its team only)
+        ctx["pinned_scenarios"] = scenarios_pinned_to(run=run)
+        if ctx["can_plan"]:
+            ctx["pin_choices"] = list(Scenario.objects.for_request(request).filter(team_id=run.team_id)
+                                      .order_by("name", "pk").only("pk", "name"))
     return render(request, "portal/fabric_run.html", ctx)
+
+
+@login_required
+@require_POST
+def fabric_run_pin(request: HttpRequest, pk: int) -> HttpResponse:
+    """Pin the chosen scenario to this study (``unpin`` = back to the shipped tables); PLAN on the scenario."""
+    run = get_object_or_404(_fabric_runs(request), pk=pk)
+    raw = str(request.POST.get("scenario", ""))
+    if not raw.isdigit() or len(raw) > 18:
+        raise Http404("No such scenario.")
+    scenario = get_object_or_404(Scenario.objects.for_request(request), pk=int(raw))
+    _require(request, scenario.team_id, Capability.PLAN)
+    unpin = bool(request.POST.get("unpin"))
+    if unpin and (scenario.fabric_study or {}).get("run") != run.pk:
+        messages.error(request, f"{scenario.name} is not pinned to study #{run.pk}.")
+        return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))
+    try:
+        scenario_pin_fabric_study(scenario=scenario, run=None if unpin else run, user=request.user)
+    except (sim_services.fabric.ValidationError, DjangoValidationError, ValueError) as exc:
+        messages.error(request, "Could not pin the study: " + "; ".join(
+            f"{' '.join(map(str, msgs))}" for msgs in _error_dict(exc).values()))
+        return HttpResponseRedirect(reverse("fabric-run", args=[run.pk]))
+    if unpin:
+        messages.success(request, f"{scenario.name} uses the shipped fabric tables again.")
+    else:
+        messages.success(request, f"{scenario.name} now takes its routing share from fabric study #{run.pk}; "
+                                  "run it again to see the effect.")
+    return HttpResponseRedirect(reverse("scenario-detail", args=[scenario.pk]))

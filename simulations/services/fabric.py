@@ -19,11 +19,17 @@ from core.errors import ValidationError
 from planning import services as planning
 from planning.models import Scenario
 from simulations.engine.errors import ScenarioError
-from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TRAFFIC, study
+from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TIERS, TRAFFIC, study
 from simulations.engine.pinned_study import compact_study, describe, routing_source
 from simulations.engine.scenario import parse_scenario
 from simulations.engine.spec import ROUTINGS
 from simulations.models import RunKind, RunStatus, SimulationRun
+
+__all__ = [  # the portal reads the option lists from here (views do not import the engine)
+    "FABRIC_PARAMS", "PLACEMENTS", "ROUTINGS", "ROUTING_CHOICES", "TIERS", "TRAFFIC", "clean_fabric_params",
+    "compute_fabric", "fabric_variants", "pinned_study_summary", "scenario_fabric_fields", "scenario_pin_fabric_study",
+    "scenarios_pinned_to", "study_section",
+]
 
 FABRIC_PARAMS = {"traffic", "ranks", "routing", "qps", "placement", "seeds", "fragmentation", "background",
                  "channels", "seed"}
@@ -188,3 +194,8 @@ def pinned_study_summary(*, scenario: Scenario) -> dict[str, Any] | None:
     out["source"] = routing_source(section, routing=c.routing, qps=float(c.qps_per_connection or 1),
                                    fabric=c.fabric)
     return out
+
+
+def scenarios_pinned_to(*, run: SimulationRun) -> list[Scenario]:
+    """The scenarios of the run's team pinned to ``run`` (its study page lists them)."""
+    return list(Scenario.objects.filter(team_id=run.team_id, fabric_study__run=run.pk).order_by("name", "pk"))

@@ -81,3 +81,44 @@ def test_other_teams_and_viewers(client: Any, make_user: Any, team: Any, other_t
     client.force_login(viewer)
     assert client.get(reverse("fabric-run", args=[run.pk])).status_code == 200  # may read
     assert client.post(reverse("fabric"), body).status_code == 403  # may not plan
+
+
+def test_use_a_study_for_a_scenario_and_unpin_it(client: Any, make_user: Any, team: Any, other_team: Any,
+                                                 scenario_for: Any) -> None:
+    from simulations import services
+
+    user = make_user("planner", team=team)
+    scenario = scenario_for(team, user, fabric="roce", topology="fat-tree")
+    run = services.run_submit(scenario=scenario, user=user, kind="fabric", params={"seeds": 2, "ranks": 64})
+    services.run_execute(run_id=run.pk)
+    client.force_login(user)
+    html = client.get(reverse("fabric-run", args=[run.pk])).content.decode()
+    assert 'id="pin-study"' in html and scenario.name in html
+    pin = reverse("fabric-run-pin", args=[run.pk])
+    r = client.post(pin, {"scenario": scenario.pk})
+    assert r.status_code == 302 and r["Location"] == reverse("scenario-detail", args=[scenario.pk])
+    scenario.refresh_from_db()
+    assert scenario.fabric_study["run"] == run.pk
+    page = client.get(r["Location"]).content.decode()
+    assert 'id="fabric-study-pin"' in page and f"fabric study #{run.pk}" in page
+    assert "Pinned: " in client.get(reverse("fabric-run", args=[run.pk])).content.decode()
+    # another team neither sees the study nor can pin its own scenario to it
+    stranger = make_user("admin", team=other_team)
+    theirs = scenario_for(other_team, stranger)
+    client.force_login(stranger)
+    assert client.post(pin, {"scenario": theirs.pk}).status_code == 404
+    assert client.post(pin, {"scenario": scenario.pk}).status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.fabric_study == {}
+    # a viewer may read but not pin
+    viewer = make_user("viewer", team=team)
+    client.force_login(viewer)
+    assert client.post(pin, {"scenario": scenario.pk, "unpin": "1"}).status_code == 403
+    for raw in ("abc", "99999999999999999999999", ""):
+        assert client.post(pin, {"scenario": raw}).status_code == 404
+    client.force_login(user)
+    r = client.post(pin, {"scenario": scenario.pk, "unpin": "1"})
+    assert r.status_code == 302
+    scenario.refresh_from_db()
+    assert scenario.fabric_study == {}
+    assert "Not pinned" in client.get(reverse("scenario-detail", args=[scenario.pk])).content.decode()
