@@ -64,11 +64,26 @@ def catalog(request: HttpRequest) -> HttpResponse:
     for item in items:
         counts[item["kind"]] = counts.get(item["kind"], 0) + 1
     kind = request.GET.get("kind") or "gpu"
-    q = (request.GET.get("q") or "").strip().lower()
-    rows = [i for i in items if i["kind"] == kind]
-    if q:
-        rows = [i for i in rows if q in f"{i['key']} {i['name']} {i.get('source', '')}".lower()]
     sort = request.GET.get("sort") or "key"
+    rows = _item_rows(items, kind=kind, query=request.GET.get("q") or "", sort=sort)
+    spec_cols = SPEC_COLUMNS.get(kind, [])
+    history = _version_history(selected, versions) if selected else []
+    return render(request, "portal/catalog.html", {
+        "catalogs": catalogs, "selected": selected, "versions": versions, "version": version,
+        "kinds": [(k, label, counts.get(k, 0)) for k, label in CATALOG_KIND_LABELS if counts.get(k)],
+        "kind": kind, "q": request.GET.get("q", ""), "sort": sort, "rows": rows, "spec_cols": spec_cols,
+        "history": history, "builtin": version is None,
+        "can_edit": selected is not None and selected.team_id is not None
+        and _can(request, selected.team_id, Capability.CATALOG),
+        "can_fork": bool(visible_team_ids(request, Capability.CATALOG)),
+    })
+
+
+def _item_rows(items: list[dict[str, Any]], *, kind: str, query: str, sort: str) -> list[dict[str, Any]]:
+    """The items of one kind matching ``query`` (key, name, source), sorted by ``sort`` (``-`` = descending;
+    items without the value last), each with its kind's spec columns."""
+    q = query.strip().lower()
+    rows = [i for i in items if i["kind"] == kind and (not q or q in f"{i['key']} {i['name']} {i.get('source', '')}".lower())]
     field = sort.lstrip("-")
     if field in SORTS:
         present = [r for r in rows if r.get(field) is not None]
@@ -81,16 +96,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
         specs = r.get("specs") or {}
         r["spec_values"] = [", ".join(map(str, v)) if isinstance(v, list) else v
                             for v in (specs.get(k) for k, _ in spec_cols)]
-    history = _version_history(selected, versions) if selected else []
-    return render(request, "portal/catalog.html", {
-        "catalogs": catalogs, "selected": selected, "versions": versions, "version": version,
-        "kinds": [(k, label, counts.get(k, 0)) for k, label in CATALOG_KIND_LABELS if counts.get(k)],
-        "kind": kind, "q": request.GET.get("q", ""), "sort": sort, "rows": rows, "spec_cols": spec_cols,
-        "history": history, "builtin": version is None,
-        "can_edit": selected is not None and selected.team_id is not None
-        and _can(request, selected.team_id, Capability.CATALOG),
-        "can_fork": bool(visible_team_ids(request, Capability.CATALOG)),
-    })
+    return rows
 
 
 def _version_history(selected: Catalog, versions: list[CatalogVersion]) -> list[dict[str, Any]]:
