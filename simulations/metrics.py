@@ -34,6 +34,7 @@ class Metric:
     best: bool = False  # a sweep names its best run by this metric
     preview: bool = False  # in the live estimate
     reevaluation: str = ""  # short label in a re-evaluation summary line ("TCO +3.1%"); empty = not there
+    plan: bool = False  # a capacity-plan (fleet run) figure: plan comparisons and plan re-evaluation diffs
 
     @property
     def key(self) -> str:
@@ -76,6 +77,20 @@ METRICS: tuple[Metric, ...] = (
     Metric("efficiency.p10", "Fabric efficiency p10", "fraction", False, "pct", sweep=True),
     Metric("efficiency.p50", "Fabric efficiency p50", "fraction", False, "pct", sweep=True, best=True),
     Metric("efficiency.p90", "Fabric efficiency p90", "fraction", False, "pct", sweep=True),
+    # capacity plans (fleet simulation, issue #14): the P50 over replications of each headline figure
+    Metric("summary.utilization.p50", "Utilization (allocated)", "fraction", False, "pct", plan=True,
+           reevaluation="utilization"),
+    Metric("summary.productive_utilization.p50", "Productive utilization", "fraction", False, "pct", plan=True),
+    Metric("summary.first_shortfall_day.p50", "First shortfall day", "day", False, "num", plan=True,
+           reevaluation="first shortfall"),
+    Metric("summary.deadlines_missed.p50", "Deadlines missed", "jobs", True, "num", plan=True,
+           reevaluation="deadlines missed"),
+    Metric("summary.jobs_completed.p50", "Jobs completed", "jobs", False, "num", plan=True),
+    Metric("summary.wait_days_mean.p50", "Mean queue wait", "days", True, "days", plan=True),
+    Metric("summary.lost_to_failures_fraction.p50", "Lost to failures", "fraction", True, "pct", plan=True),
+    Metric("summary.fragmented_fraction.p50", "Fragmented", "fraction", True, "pct", plan=True),
+    Metric("summary.usd_per_delivered_gpu_hour.p50", "$ per delivered GPU-hour", "USD/GPU-h", True, "usd2",
+           plan=True, reevaluation="$/delivered GPU-h"),
 )
 
 _BY_PATH: dict[str, Metric] = {p: m for m in METRICS for p in m.paths}
@@ -84,6 +99,7 @@ HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 SWEEP: tuple[Metric, ...] = tuple(m for m in METRICS if m.sweep)
 BEST: tuple[Metric, ...] = tuple(m for m in METRICS if m.best)
 PREVIEW: tuple[Metric, ...] = tuple(m for m in METRICS if m.preview)
+PLAN: tuple[Metric, ...] = tuple(m for m in METRICS if m.plan)
 # A re-evaluation's one-line summary names money first, then time: "TCO +3.1%, $/Mtok +3.0%, step time -1.2%".
 REEVALUATION: tuple[Metric, ...] = tuple(
     _BY_PATH[p] for p in ("tco.annual_tco_usd", "tco.usd_per_million_tokens", "performance.step_time_s",

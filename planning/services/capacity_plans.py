@@ -15,13 +15,58 @@ from django.db import transaction
 from accounts.models import Team
 from core.errors import ValidationError
 from planning import changelog
-from planning.models import CapacityPlan, ObjectChange, Workload
+from planning.models import CapacityPlan, Fleet, ObjectChange, Workload
+from planning.services.catalogs import catalog_resolve
 from planning.services.common import _err, _update_logged
+from planning.services.documents import fleet_cluster
 from planning.services.imports import MAX_CSV_ROWS, iter_csv
 from simulations.engine.errors import ScenarioError
 from simulations.engine.fleet import parse_plan
 
-CAPACITY_PLAN_FIELDS = ("name", "description", "document")
+CAPACITY_PLAN_FIELDS = ("name", "description", "document", "cluster_fleets", "watched")
+# The cluster keys a fleet decides; everything else of a plan cluster (name, in_service_day, retire_day,
+# reserved_gpus, pod_gpus, costs) stays the plan's own.
+FLEET_KEYS = ("gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology", "oversubscription")
+
+
+def _fleets_of(team_id: int, cluster_fleets: Mapping[str, Any]) -> dict[str, Fleet]:
+    ids = {v for v in cluster_fleets.values() if isinstance(v, int) and not isinstance(v, bool)}
+    by_id = {f.pk: f for f in Fleet.objects.filter(team_id=team_id, pk__in=ids)}
+    return {name: by_id[fid] for name, fid in cluster_fleets.items() if fid in by_id}
+
+
+def capacity_plan_resolve(*, plan: CapacityPlan, document: Mapping[str, Any] | None = None,
+                          cluster_fleets: Mapping[str, Any] | None = None,
+                          catalog: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The plan document a run simulates: each cluster linked to a fleet takes the fleet's GPU type, GPU count,
+    NICs, fabric, topology and oversubscription as the fleet is now (so a fleet change moves the plan)."""
+    doc = dict(plan.document if document is None else document)
+    links = _fleets_of(plan.team_id, plan.cluster_fleets if cluster_fleets is None else cluster_fleets)
+    if links:
+        clusters = []
+        for c in doc.get("clusters") or []:
+            fleet = links.get(str(c.get("name"))) if isinstance(c, Mapping) else None
+            if fleet is not None:
+                fc = fleet_cluster(fleet=fleet, catalog=catalog)
+                c = {**c, **{k: fc[k] for k in FLEET_KEYS if k in fc}}
+            clusters.append(c)
+        doc["clusters"] = clusters
+    return doc
+
+
+def _clean_links(team_id: int, value: Any, document: Mapping[str, Any]) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise _err("cluster_fleets", "must be an object {cluster name: fleet id}")
+    names = {c.get("name") for c in document.get("clusters") or [] if isinstance(c, Mapping)}
+    out: dict[str, int] = {}
+    for name, fid in value.items():
+        if name not in names:
+            raise ValidationError({f"cluster_fleets.{name}"[:120]: ["no cluster of the plan has this name"]})
+        if isinstance(fid, bool) or not isinstance(fid, int) or not Fleet.objects.filter(team_id=team_id,
+                                                                                       pk=fid).exists():
+            raise ValidationError({f"cluster_fleets.{name}"[:120]: [f"fleet {str(fid)[:20]} not found"]})
+        out[str(name)] = fid
+    return out
 
 
 def capacity_plan_validate(document: Any) -> None:
@@ -34,8 +79,11 @@ def capacity_plan_validate(document: Any) -> None:
         raise ValidationError({f"document.{exc.field}" if exc.field else "document": [exc.message]}) from None
 
 
-def _clean(data: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
+def _clean(data: Mapping[str, Any], *, creating: bool, team_id: int,
+           current: CapacityPlan | None = None) -> dict[str, Any]:
     out = {k: v for k, v in data.items() if k in CAPACITY_PLAN_FIELDS}
+    if "watched" in out and not isinstance(out["watched"], bool):
+        raise _err("watched", "must be true or false")
     if creating or "name" in out:
         name = out.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -46,13 +94,20 @@ def _clean(data: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
         raise _err("description", "must be a string")
     if creating and "document" not in out:
         raise _err("document", "This field is required.")
-    if "document" in out:
+    if "document" in out and not isinstance(out["document"], Mapping):
         capacity_plan_validate(out["document"])
+    document = out.get("document", current.document if current is not None else {})
+    if "cluster_fleets" in out or ("document" in out and current is not None and current.cluster_fleets):
+        links = out.get("cluster_fleets", current.cluster_fleets if current is not None else {})
+        out["cluster_fleets"] = _clean_links(team_id, links, document)
+    if "document" in out or "cluster_fleets" in out:
+        probe = CapacityPlan(team_id=team_id, document=document, cluster_fleets=out.get("cluster_fleets") or {})
+        capacity_plan_validate(capacity_plan_resolve(plan=probe, catalog=catalog_resolve(catalog=None)[1]))
     return out
 
 
 def capacity_plan_create(*, team: Team, user: Any, **fields: Any) -> CapacityPlan:
-    data = _clean(fields, creating=True)
+    data = _clean(fields, creating=True, team_id=team.pk)
     with transaction.atomic():
         plan = CapacityPlan.objects.create(team=team, created_by=user, updated_by=user, **data)
         changelog.record(obj=plan, object_type="capacity_plan", action=ObjectChange.Action.CREATE, user=user)
@@ -60,7 +115,7 @@ def capacity_plan_create(*, team: Team, user: Any, **fields: Any) -> CapacityPla
 
 
 def capacity_plan_update(*, plan: CapacityPlan, user: Any, **fields: Any) -> CapacityPlan:
-    data = _clean(fields, creating=False)
+    data = _clean(fields, creating=False, team_id=plan.team_id, current=plan)
     _update_logged(plan, object_type="capacity_plan", user=user, data=data)
     return plan
 

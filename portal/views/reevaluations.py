@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 def reevaluations(request: HttpRequest) -> HttpResponse:
     rows = list(
         ReEvaluation.objects.for_request(request)
-        .select_related("scenario", "previous_run", "new_run")
+        .select_related("scenario", "capacity_plan", "previous_run", "new_run")
         .order_by("-created_at")[:100]
     )
     for r in rows:

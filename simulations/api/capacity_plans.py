@@ -30,7 +30,7 @@ from planning.services import capacity_plans as plan_services
 from simulations import reports
 from simulations.api.filtersets import CapacityPlanFilterSet
 from simulations.api.serializers import SimulationRunSerializer
-from simulations.models import RunStatus
+from simulations.models import RunStatus, SimulationRun
 from simulations.services.capacity_plans import (
     capacity_plan_replicate,
     capacity_plan_submit,
@@ -38,6 +38,7 @@ from simulations.services.capacity_plans import (
     plan_sweeps,
     replication_summary,
 )
+from simulations.services.plan_compare import MAX_COMPARED, compare_plan_runs, latest_plan_run
 
 QUARTER_COLUMNS = ("quarter", "start_day", "end_day", "gpu_hours_demanded", "gpu_hours_delivered", "capex_usd",
                    "opex_usd", "tco_usd", "usd_per_delivered_gpu_hour")
@@ -46,11 +47,17 @@ QUARTER_COLUMNS = ("quarter", "start_day", "end_day", "gpu_hours_demanded", "gpu
 class CapacityPlanSerializer(serializers.ModelSerializer):
     team: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     document = serializers.JSONField(help_text="The plan document (docs/fleet-model.md).")
+    cluster_fleets = serializers.JSONField(
+        required=False, help_text="{cluster name: fleet id}: these clusters take the fleet's GPUs, NICs, fabric and "
+                                  "topology at run time (and a watched plan is re-run when the fleet changes)")
+    watched = serializers.BooleanField(required=False, help_text="re-run on schedule when the catalog, a linked "
+                                                                 "fleet or the engine changes")
 
     class Meta:
         model = CapacityPlan
-        fields = ("id", "team", "name", "description", "document", "created_at", "updated_at")
-        read_only_fields = ("created_at", "updated_at")
+        fields = ("id", "team", "name", "description", "document", "cluster_fleets", "watched",
+                  "last_evaluated_at", "created_at", "updated_at")
+        read_only_fields = ("created_at", "updated_at", "last_evaluated_at")
 
 
 class CapacityPlanRunSerializer(serializers.Serializer):
@@ -65,8 +72,9 @@ class CapacityPlanRunSerializer(serializers.Serializer):
 
 class CapacityPlanReplicateSerializer(serializers.Serializer):
     replications = serializers.JSONField(help_text="1-1,000 seeds, fanned out over the workers as one chord")
-    seed = serializers.JSONField(required=False, default=0)
-    chunk = serializers.JSONField(required=False, default=25, help_text="seeds per child run (1-200)")
+    seed = serializers.JSONField(required=False, default=0)  # type: ignore[arg-type]
+    chunk = serializers.JSONField(required=False, default=25,  # type: ignore[arg-type]
+                                  help_text="seeds per child run (1-200)")
 
 
 class JobsCsvSerializer(serializers.Serializer):
@@ -86,7 +94,7 @@ class CapacityPlanViewSet(ServiceModelViewSet):
     parser_classes = (JSONParser,)
     action_capabilities = {"run": Capability.PLAN, "runs": Capability.READ, "quarters": Capability.EXPORT,
                            "replicate": Capability.PLAN, "replications": Capability.READ,
-                           "import_jobs": Capability.PLAN}
+                           "import_jobs": Capability.PLAN, "compare": Capability.READ}
 
     def do_create(self, *, team: Any, data: dict[str, Any]) -> CapacityPlan:
         return plan_services.capacity_plan_create(team=team, user=self.request.user, **data)
@@ -110,6 +118,40 @@ class CapacityPlanViewSet(ServiceModelViewSet):
         body = {**SimulationRunSerializer(run, context={"request": request}).data, "reused": reused}
         code = status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED
         return Response(body, status=code, headers={"Location": body["url"]})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("plans", str, description="2-4 plan ids, comma-separated (each plan's latest "
+                                                               "finished run)"),
+                    OpenApiParameter("runs", str, description="or 2-4 capacity-plan run ids, comma-separated")],
+        responses={200: OpenApiResponse(description="figures per run (registry plan metrics), best run per figure, "
+                                                    "recommendations, and how each differs from the first")},
+    )
+    @action(detail=False, methods=["get"])
+    def compare(self, request: Request) -> Response:
+        """Two plans (or two runs of plans) side by side: utilization, first shortfall day, deadlines missed,
+        cost per delivered GPU-hour, and each purchase recommendation."""
+        plans_raw, runs_raw = request.query_params.get("plans"), request.query_params.get("runs")
+        if bool(plans_raw) == bool(runs_raw):
+            raise ValidationError({"plans": ["give either plans=<id>,<id> or runs=<id>,<id>"]})
+        field = "plans" if plans_raw else "runs"
+        parts = [p.strip() for p in str(plans_raw or runs_raw).split(",") if p.strip()]
+        if not 2 <= len(parts) <= MAX_COMPARED or not all(p.isdigit() and len(p) < 10 for p in parts):
+            raise ValidationError({field: [f"2 to {MAX_COMPARED} ids, comma-separated"]})
+        ids = [int(p) for p in parts]
+        if plans_raw:
+            found = {p.pk: p for p in self.get_queryset().filter(pk__in=ids)}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise NotFound(f"capacity plan {missing[0]} not found")
+            runs = [latest_plan_run(found[i]) for i in ids]
+        else:
+            visible = {r.pk: r for r in SimulationRun.objects.for_request(request, Capability.READ)
+                       .filter(pk__in=ids)}
+            missing = [i for i in ids if i not in visible]
+            if missing:
+                raise NotFound(f"run {missing[0]} not found")
+            runs = [visible[i] for i in ids]
+        return Response(compare_plan_runs(runs))
 
     @extend_schema(responses={200: SimulationRunSerializer(many=True)})
     @action(detail=True, methods=["get"])

@@ -117,7 +117,8 @@ class ReportSerializer(serializers.ModelSerializer):
 class ReEvaluationSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReEvaluation
-        fields = ("id", "scenario", "previous_run", "new_run", "reasons", "changes", "summary", "created_at",
+        fields = ("id", "scenario", "capacity_plan", "previous_run", "new_run", "reasons", "changes", "summary",
+                  "created_at",
                   "completed_at", "delivery_status", "delivery_attempts", "delivered_at", "delivery_error")
         read_only_fields = fields
 

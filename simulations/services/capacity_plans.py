@@ -14,7 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from core.errors import ValidationError
-from planning.models import CapacityPlan
+from planning.models import CapacityPlan, Fleet
+from planning.services.capacity_plans import capacity_plan_resolve
 from planning.services.catalogs import catalog_resolve
 from simulations.engine.errors import ScenarioError
 from simulations.engine.fleet import parse_plan, summarize_compact
@@ -32,13 +33,20 @@ def plan_runs(plan: CapacityPlan) -> QuerySet[SimulationRun]:
                                         input_snapshot__capacity_plan__id=plan.pk).order_by("-queued_at", "-pk")
 
 
+def plan_snapshot(plan: CapacityPlan) -> dict[str, Any]:
+    """What a run records about its plan: id, name, and each linked fleet as it was (for re-evaluation)."""
+    fleets = Fleet.objects.filter(team_id=plan.team_id, pk__in=list((plan.cluster_fleets or {}).values()))
+    return {"id": plan.pk, "name": plan.name,
+            "fleets": {str(f.pk): {"name": f.name, "updated_at": f.updated_at.isoformat()} for f in fleets}}
+
+
 def capacity_plan_submit(*, plan: CapacityPlan, user: Any, params: Mapping[str, Any] | None = None,
-                         force: bool = False) -> SimulationRun:
+                         force: bool = False, trigger: str = RunTrigger.MANUAL) -> SimulationRun:
     """Queue a run of ``plan``; idempotent like scenario runs (an identical queued, running or stored run of
-    the same team is returned, marked ``reused``)."""
+    the same team is returned, marked ``reused``). Clusters linked to fleets take the fleets' current shape."""
     cleaned = clean_params(RunKind.FLEET, params)
     version, values = catalog_resolve(catalog=None)
-    document = dict(plan.document)
+    document = capacity_plan_resolve(plan=plan, catalog=values)
     try:
         parse_plan(document, values)
     except ScenarioError as exc:
@@ -56,8 +64,8 @@ def capacity_plan_submit(*, plan: CapacityPlan, user: Any, params: Mapping[str, 
             with transaction.atomic():
                 run = run_create(team=plan.team, user=user, kind=RunKind.FLEET, document=document, version=version,
                                  values=values, params=cleaned, force=force, label=f"Capacity plan: {plan.name}",
-                                 idempotency_key=key)
-                run.input_snapshot["capacity_plan"] = {"id": plan.pk, "name": plan.name}
+                                 idempotency_key=key, trigger=trigger)
+                run.input_snapshot["capacity_plan"] = plan_snapshot(plan)
                 run.save(update_fields=["input_snapshot"])
                 dispatch.enqueue_runs([run.pk])
         except IntegrityError:
@@ -87,7 +95,7 @@ def capacity_plan_replicate(*, plan: CapacityPlan, user: Any, replications: Any,
     first = _int_param(seed, "seed", 0, 2**31 - 1 - n)
     size = _int_param(chunk, "chunk", 1, 200)
     version, values = catalog_resolve(catalog=None)
-    document = dict(plan.document)
+    document = capacity_plan_resolve(plan=plan, catalog=values)
     try:
         parse_plan(document, values)
     except ScenarioError as exc:
@@ -105,7 +113,7 @@ def capacity_plan_replicate(*, plan: CapacityPlan, user: Any, replications: Any,
                              values=values, params={"seed": start, "replications": count, "search": False},
                              trigger=RunTrigger.SWEEP, sweep=sweep,
                              label=f"Capacity plan: {plan.name} (seeds {start}-{start + count - 1})")
-            run.input_snapshot["capacity_plan"] = {"id": plan.pk, "name": plan.name}
+            run.input_snapshot["capacity_plan"] = plan_snapshot(plan)
             run.save(update_fields=["input_snapshot"])
             ids.append(run.pk)
         dispatch.enqueue_runs(ids, sweep_id=sweep.pk)

@@ -18,6 +18,7 @@ from simulations.models import ReEvaluation, RunKind, RunStatus, RunTrigger, Sim
 from simulations.reports import run_fits, run_metrics
 from simulations.services import dispatch
 from simulations.services.hashing import engine_version, input_hash
+from simulations.services.reevaluation_plans import plan_reevaluated, plan_run_diff, reevaluate_watched_plans
 from simulations.services.runs import run_create
 
 logger = logging.getLogger(__name__)
@@ -75,10 +76,14 @@ def scenario_needs_reevaluation(*, scenario: Scenario) -> tuple[bool, list[str],
     return bool(reasons), reasons, last
 
 
-def reevaluate_watched(*, scenario_ids: list[int] | None = None) -> list[ReEvaluation]:
-    """Re-run watched scenarios whose inputs moved. Each change is re-evaluated once (unique key)."""
+def reevaluate_watched(*, scenario_ids: list[int] | None = None,
+                       plan_ids: list[int] | None = None) -> list[ReEvaluation]:
+    """Re-run watched scenarios (and watched capacity plans, issue #14) whose inputs moved. Each change is
+    re-evaluated once (unique key). Given only ``scenario_ids``, plans are left alone (and vice versa)."""
     created: list[ReEvaluation] = []
     qs = Scenario.objects.filter(watched=True).select_related("fleet", "workload", "catalog", "pinned_version", "team")
+    if scenario_ids is None and plan_ids is not None:
+        qs = qs.none()
     if scenario_ids is not None:
         qs = qs.filter(pk__in=scenario_ids)
     for scenario in qs.order_by("pk"):
@@ -106,6 +111,8 @@ def reevaluate_watched(*, scenario_ids: list[int] | None = None) -> list[ReEvalu
             continue  # another beat already re-evaluated this change
         except (ValueError, ValidationError) as exc:
             logger.warning("re-evaluation of scenario %s skipped: %s", scenario.pk, exc)
+    if plan_ids is not None or scenario_ids is None:
+        created += reevaluate_watched_plans(plan_ids=plan_ids)
     return created
 
 
@@ -134,6 +141,9 @@ def _catalog_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
         else:
             notes.append(f"{key} specs changed")
     return notes
+
+
+catalog_changes = _catalog_changes  # public name: the capacity-plan diff (reevaluation_plans) uses it too
 
 
 def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -172,6 +182,8 @@ def document_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit:
 
 def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
     """Per-metric changes between two runs and a one-line human summary of why."""
+    if new.kind == RunKind.FLEET:  # capacity plans speak in shortfall days and deadlines (issue #14)
+        return plan_run_diff(previous=previous, new=new)
     new_m = run_metrics(new)
     old_m = run_metrics(previous) if previous is not None else {}
     changes = {}
@@ -218,8 +230,10 @@ def reevaluation_complete(*, run: SimulationRun) -> ReEvaluation | None:
         delivery_status=ReEvaluation.Delivery.PENDING if webhook else ReEvaluation.Delivery.NONE,
     )
     if n:
-        Scenario.objects.filter(pk=reeval.scenario_id).update(last_evaluated_at=timezone.now(),
-                                                              last_evaluated_hash=run.input_hash)
+        if reeval.scenario_id is not None:
+            Scenario.objects.filter(pk=reeval.scenario_id).update(last_evaluated_at=timezone.now(),
+                                                                  last_evaluated_hash=run.input_hash)
+        plan_reevaluated(reeval=reeval, run=run)
         if webhook:
             dispatch.enqueue_webhook(reeval.pk)
     reeval.refresh_from_db()

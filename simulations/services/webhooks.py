@@ -22,11 +22,15 @@ class WebhookError(Exception):
 
 
 def webhook_payload(*, reevaluation: ReEvaluation) -> dict[str, Any]:
+    plan = reevaluation.capacity_plan
+    subject = ({"capacity_plan": {"id": plan.pk, "name": plan.name}} if plan is not None else
+               {"scenario": {"id": reevaluation.scenario_id,
+                             "name": reevaluation.scenario.name if reevaluation.scenario else None}})
     return {
-        "event": "scenario.reevaluated",
+        "event": "capacity_plan.reevaluated" if plan is not None else "scenario.reevaluated",
         "id": reevaluation.pk,
         "team": reevaluation.team.slug,
-        "scenario": {"id": reevaluation.scenario_id, "name": reevaluation.scenario.name},
+        **subject,
         "previous_run": reevaluation.previous_run_id,
         "new_run": reevaluation.new_run_id,
         "reasons": reevaluation.reasons,
@@ -43,7 +47,7 @@ def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
 
 def webhook_deliver(*, reevaluation_id: int, timeout_s: float = 10.0) -> bool:
     """POST the diff to the team webhook, signed. Raises WebhookError on a retryable failure."""
-    reeval = ReEvaluation.objects.select_related("team", "scenario").get(pk=reevaluation_id)
+    reeval = ReEvaluation.objects.select_related("team", "scenario", "capacity_plan").get(pk=reevaluation_id)
     if reeval.delivery_status in (ReEvaluation.Delivery.DELIVERED, ReEvaluation.Delivery.NONE):
         return reeval.delivery_status == ReEvaluation.Delivery.DELIVERED
     team = reeval.team
