@@ -133,10 +133,14 @@ POLICY.update({
     "capacity-run": {"GET": [R(READ, OBJECT)]},
 })
 
+# fabric studies (issue #13): "Use for scenario" pins a home scenario (named in the body) to a finished study
+POLICY.update({"fabric-run-pin": {"POST": [R(PLAN, OBJECT, writes=True)]}})
+
 # first path segment -> the seeded home-team object a <pk> in that route addresses
 PATH_OBJECT = {"catalog": "catalog", "fleets": "fleet", "scenarios": "scenario", "runs": "run",
                "sweeps": "sweep", "reports": "report", "tokens": "token"}
 PATH_OBJECT_BY_NAME = {"run-cancel": "queued_run", "scenario-sweep": "adhoc", "fabric-run": "fabric_run"}  # a cancellable run; a cluster scenario
+PATH_OBJECT_BY_NAME["fabric-run-pin"] = "fabric_study"  # issue #13: a finished study (extras)
 
 PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
@@ -228,7 +232,16 @@ def extras(world: World) -> dict[str, Any]:
     token, _raw = ApiToken.issue(user=h.users["admin"], team=h.team, name="matrix token")
     fabric_run = services.run_create(team=h.team, user=h.users["admin"], kind=RunKind.FABRIC, document=doc,
                                      version=version, values=values, scenario=adhoc, params={"seeds": 1})
-    return {"queued_run": queued, "adhoc": adhoc, "run2": run2, "fabric_run": fabric_run, "token": token}
+    # a finished fabric study to pin (its compact shares are all the pin reads; no simulation needed here)
+    study = services.run_create(team=h.team, user=h.users["admin"], kind=RunKind.FABRIC, document=doc,
+                                version=version, values=values, scenario=adhoc, params={"seeds": 2})
+    row = {"label": "adaptive", "routing": "adaptive", "qps": 1, "p10": 0.9, "p50": 0.95, "p90": 1.0}
+    type(study).objects.filter(pk=study.pk).update(status="succeeded", result={
+        "kind": "fabric-study", "ranks": 64, "traffic": ["ring-allreduce"], "table": [row],
+        "variants": [{"label": "adaptive", "result": {"inputs": {"placement": "packed", "seeds": 2}}}],
+        "fabric": {"fabric": doc["cluster"].get("fabric", "infiniband"), "topology": "fat-tree", "gpus": 64}})
+    return {"queued_run": queued, "adhoc": adhoc, "run2": run2, "fabric_run": fabric_run, "token": token,
+            "fabric_study": study}
 
 
 @pytest.fixture
@@ -279,6 +292,7 @@ def post_body(name: str, world: World, ids: dict[str, Any]) -> dict[str, Any]:
         "tokens": {"name": "matrix token", "expires": "30"},
         "fabric": {"scenario": ids["adhoc"], "traffic": "ring-allreduce", "routing": "compare",
                    "placement": "packed", "seeds": 1},
+        "fabric-run-pin": {"scenario": ids["adhoc"]},
         "report-new": {"runs": f"{ids['run']},{ids['run2']}", "baseline": ids["run"], "name": "matrix report"},
         "report-detail": {"name": "matrix report renamed"},
         "login": {"username": h.users["viewer"].username, "password": "not-the-password"},
