@@ -218,14 +218,6 @@ def export_report(*, report: Report, fmt: str) -> tuple[bytes, str, str]:
                           metrics=report.metrics or None)
 
 
-def export_runs(*, runs: Sequence[SimulationRun], baseline: SimulationRun | None = None, fmt: str) -> tuple[bytes, str, str]:
-    runs = list(runs)
-    if not runs:
-        raise ValidationError({"runs": ["give at least one run"]})
-    return export_compare(runs=runs, baseline=baseline or runs[0], fmt=fmt,
-                          name="runs-" + "-".join(str(r.pk) for r in runs[:10]))
-
-
 def export_run_line_items(*, run: SimulationRun, fmt: str) -> tuple[bytes, str, str]:
     """A run's cost line items (TCO runs) as CSV, XLSX or JSON."""
     fmt = _check_fmt(fmt)

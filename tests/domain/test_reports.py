@@ -129,5 +129,5 @@ def test_compare_service_returns_frame_for_portal(three_runs) -> None:
     a, b, _ = three_runs
     frame = reports.compare_frame(runs=[a, b], baseline=a)
     assert list(frame.columns) == [f"run:{a.pk}", f"run:{b.pk}", f"delta:{b.pk}", f"delta_pct:{b.pk}"]
-    body, ctype, name = reports.export_runs(runs=[a, b], fmt="xlsx")
+    body, ctype, name = reports.export_compare(runs=[a, b], baseline=a, fmt="xlsx", name="runs")
     assert body[:2] == b"PK" and ctype.endswith("sheet") and name.endswith(".xlsx")
