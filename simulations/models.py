@@ -82,7 +82,7 @@ class SimulationRun(TeamOwnedModel):
     # team:kind:engine_version:input_hash for manual submissions (None for sweep children and re-evaluations).
     # Unique while the run is queued or running (constraint below): of N concurrent identical submissions one
     # row wins and the others answer the winner's id (services.runs.run_submit).
-    idempotency_key = models.CharField(max_length=160, null=True, blank=True, editable=False)
+    idempotency_key = models.CharField(max_length=160, null=True, blank=True, editable=False)  # noqa: DJ001 (NULLs never collide in the unique constraint)
 
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
