@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import views
-from portal.views import calibration, capacity, run_page, tokens
+from portal.views import calibration, capacity, capacity_builder, run_page, tokens
 from portal.views import fabric as fabric_views
 
 urlpatterns = [
@@ -37,6 +37,9 @@ urlpatterns = [
     path("capacity/", capacity.capacity_plans, name="capacity-plans"),
     path("capacity/<int:pk>/run/", capacity.capacity_plan_run, name="capacity-plan-run"),
     path("capacity/runs/<int:pk>/", capacity.capacity_run, name="capacity-run"),
+    path("capacity/new/", capacity_builder.capacity_plan_form, name="capacity-plan-new"),
+    path("capacity/<int:pk>/edit/", capacity_builder.capacity_plan_form, name="capacity-plan-edit"),
+    path("capacity/compare/", capacity_builder.capacity_compare, name="capacity-compare"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]
