@@ -144,6 +144,20 @@ PATH_OBJECT_BY_NAME["fabric-run-pin"] = "fabric_study"  # issue #13: a finished 
 
 PATH_OBJECT_BY_NAME.update({"capacity-plan-run": "capacity_plan", "capacity-run": "capacity_run"})
 
+# the capacity-plan builder (new: the active team's plan capability; edit: the plan's team) and the plan comparison
+POLICY.update({
+    "capacity-plan-new": {"GET": [R(PLAN, CREATE)], "POST": [R(PLAN, CREATE, writes=True)]},
+    "capacity-plan-edit": {"GET": [R(PLAN, OBJECT)], "POST": [R(PLAN, OBJECT, writes=True)]},
+    "capacity-compare": {"GET": [R(READ, LIST), R(READ, OBJECT, "?plans={capacity_plan},{capacity_plan}"),
+                                 R(READ, OBJECT, "?runs={capacity_run},{capacity_run}")]},
+})
+PATH_OBJECT_BY_NAME["capacity-plan-edit"] = "capacity_plan"
+CAPACITY_POST = {"name": "matrix plan", "horizon_days": 30, "policy": "fifo", "failures": "", "arrivals": "",
+                 "extra_clusters": '[{"name": "pod", "gpu": "A100-80GB", "gpus": 32, "nic_gbps": 200}]',
+                 "candidates": "", "jobs-TOTAL_FORMS": "1", "jobs-INITIAL_FORMS": "0", "jobs-MIN_NUM_FORMS": "0",
+                 "jobs-MAX_NUM_FORMS": "200", "jobs-0-name": "m-job", "jobs-0-gpus": "16",
+                 "jobs-0-duration_days": "3", "jobs-0-submit_day": "0"}
+
 FLEET_POST = {"name": "matrix fleet", "site": "IAD", "server_model": "HGX-H100", "server_count": 16,
               "gpus_per_node": 8, "nics_per_node": 8, "nic_gbps": 400, "fabric": "infiniband",
               "topology": "fat-tree", "oversubscription": 1.0, "in_service_date": "", "notes": ""}
@@ -293,6 +307,8 @@ def post_body(name: str, world: World, ids: dict[str, Any]) -> dict[str, Any]:
         "fabric": {"scenario": ids["adhoc"], "traffic": "ring-allreduce", "routing": "compare",
                    "placement": "packed", "seeds": 1},
         "fabric-run-pin": {"scenario": ids["adhoc"]},
+        "capacity-plan-new": CAPACITY_POST,
+        "capacity-plan-edit": {**CAPACITY_POST, "name": "matrix plan renamed"},
         "report-new": {"runs": f"{ids['run']},{ids['run2']}", "baseline": ids["run"], "name": "matrix report"},
         "report-detail": {"name": "matrix report renamed"},
         "login": {"username": h.users["viewer"].username, "password": "not-the-password"},
@@ -343,6 +359,8 @@ def expected(rule: Rule | None, subject: Subject, caps: dict[str, frozenset[str]
     if rule.target in (CREATE, FORK):
         if rule.cap not in active_caps:
             return "403"
+        if rule.target == FORK and not subject.active_is_home and rule.cap not in home_caps:
+            return "403"  # publishing a team catalog into another team needs the catalog capability at home (#11)
         return "ok" if subject.active_is_home else "ok-elsewhere"
     raise AssertionError(rule)
 
