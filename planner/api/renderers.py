@@ -8,17 +8,20 @@ turning a 400 into an HTML 500.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework.renderers import JSONRenderer
 
 
+class _AsciiJSONRenderer(JSONRenderer):
+    ensure_ascii = True
+
+
 class SafeJSONRenderer(JSONRenderer):
     def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: dict[str, Any] | None = None) -> bytes:
+               renderer_context: Mapping[str, Any] | None = None) -> Any:
         try:
             return super().render(data, accepted_media_type, renderer_context)
         except UnicodeEncodeError:
-            ascii_renderer = JSONRenderer()
-            ascii_renderer.ensure_ascii = True
-            return ascii_renderer.render(data, accepted_media_type, renderer_context)
+            return _AsciiJSONRenderer().render(data, accepted_media_type, renderer_context)

@@ -214,3 +214,12 @@ def test_every_endpoint_parses_with_the_safe_parsers() -> None:
         classes += list(getattr(handler, "kwargs", {}).get("parser_classes", ()) or ())
         unsafe |= {f"{ep.id}: {c.__module__}.{c.__name__}" for c in classes if not issubclass(c, safe)}
     assert not unsafe, sorted(unsafe)
+
+
+def test_renderer_falls_back_to_ascii_escapes() -> None:
+    """Defence in depth: if unencodable text ever reaches a response, it is escaped, not a 500."""
+    from planner.api.renderers import SafeJSONRenderer
+
+    out = SafeJSONRenderer().render({"errors": {"prices.\ud800": ["caf\u00e9"]}, "status": 400})
+    assert json.loads(out) == {"errors": {"prices.\ud800": ["caf\u00e9"]}, "status": 400}
+    assert SafeJSONRenderer().render({"name": "caf\u00e9"}) == '{"name":"café"}'.encode()  # UTF-8 kept otherwise
