@@ -158,8 +158,9 @@ def uncertainty_note(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
     p10, p90 = _num(band.get("p10")), _num(band.get("p90"))
     flat = p10 is not None and p90 is not None and abs(p90 - p10) <= 1e-9 * max(1.0, abs(p90))
     sources = mc.get("sources") if isinstance(mc.get("sources"), Mapping) else {}
-    return {"inputs": inputs, "samples": mc.get("samples"), "none": not inputs or flat,
-            "sources": {str(k): str(v) for k, v in sources.items()}}
+    named = {str(k): str(v) for k, v in sources.items()}
+    return {"inputs": inputs, "samples": mc.get("samples"), "none": not inputs or flat, "sources": named,
+            "defaults": sum(1 for v in named.values() if v == "catalog default range")}
 
 
 def _dig(node: Any, path: str) -> Any:

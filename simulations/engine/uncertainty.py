@@ -85,13 +85,30 @@ def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
 
 
 def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, samples: int = 10000, seed: int = 0,
-                ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> dict[str, Any]:
-    """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws."""
+                ranges: Mapping[str, Range] | None = None, base_point: Any = None,
+                include_defaults: bool = True) -> dict[str, Any]:
+    """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws.
+
+    The draws cover the scenario's own ranges and, unless ``include_defaults`` is false, the catalog default
+    ranges (``default_ranges``) of every price and facility/goodput figure the scenario does not pin: the same
+    inputs the tornado (``sensitivity``) swings, so the band and the tornado never disagree about what is
+    uncertain. ``sources`` says where each input's range came from.
+    """
     samples = check_int(samples, "params.monte_carlo", lo=1)
-    ranges = find_ranges(scenario) if ranges is None else ranges
+    explicit = find_ranges(scenario) if ranges is None else ranges
+    base = likely_scenario(scenario, explicit)
+    ranges = dict(explicit)
+    sources = {name: "scenario range" for name in explicit}
+    if include_defaults:
+        if base_point is None:
+            cooling = _cooling(base, catalog, None)
+            base_point = perf_point(base, catalog, resolve_costs(base.get("costs"), catalog, cooling=cooling))
+        for name, r in default_ranges(base, base_point, catalog).items():
+            if name not in ranges:
+                ranges[name] = r
+                sources[name] = "catalog default range"
     rng = np.random.default_rng(seed)
     draws = {name: sample(ranges[name], samples, rng) for name in sorted(ranges)}
-    base = likely_scenario(scenario, ranges)
 
     cost_doc = copy.deepcopy(dict(base.get("costs") or {}))
     for name, r in ranges.items():
@@ -145,6 +162,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
         "samples": samples,
         "seed": seed,
         "inputs": sorted(ranges),
+        "sources": {name: sources[name] for name in sorted(ranges)},
         "performance_points": points,
         "time_to_train_days": _percentiles(outputs["run_days"]),
         "annual_tco_usd": _percentiles(outputs["annual_tco_usd"]),

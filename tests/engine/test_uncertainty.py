@@ -10,7 +10,7 @@ import pytest
 
 from simulations.engine.scenario import ScenarioError
 from simulations.engine.tco import tco
-from simulations.engine.uncertainty import Range, find_ranges, likely_scenario, sample
+from simulations.engine.uncertainty import Range, find_ranges, likely_scenario, monte_carlo, sample
 from tests.engine.test_tco import reference
 
 
@@ -83,10 +83,23 @@ def test_monte_carlo_percentiles_and_reproducibility() -> None:
     assert mc["time_to_train_days"]["p90"] > a["tco"]["run_days"]
 
 
-def test_no_ranges_gives_a_point() -> None:
-    out = tco(reference(), monte_carlo=100)
-    p = out["monte_carlo"]["run_cost_usd"]
-    assert p["p10"] == pytest.approx(p["p90"]) == pytest.approx(out["tco"]["run_cost_usd"])
+def test_no_ranges_draws_the_catalog_default_ranges_the_tornado_uses() -> None:
+    """A scenario without ranges still has uncertain prices and facility figures: the Monte Carlo band draws the
+    same catalog default ranges the tornado swings, and says so; the deterministic figure lies inside the band."""
+    out = tco(reference(), monte_carlo=2000, sensitivity=True)
+    mc = out["monte_carlo"]
+    p = mc["run_cost_usd"]
+    assert p["p10"] < p["p50"] < p["p90"]
+    assert p["p10"] < out["tco"]["run_cost_usd"] < p["p90"]
+    assert mc["inputs"] and set(mc["sources"].values()) == {"catalog default range"}
+    assert set(mc["inputs"]) == {row["input"] for row in out["sensitivity"]}
+
+
+def test_without_defaults_no_ranges_gives_a_point() -> None:
+    out = monte_carlo(reference(), samples=100, include_defaults=False)
+    p = out["run_cost_usd"]
+    assert p["p10"] == pytest.approx(p["p90"])
+    assert out["inputs"] == [] and out["sources"] == {}
 
 
 def test_performance_ranges_run_predict_on_a_few_points() -> None:

@@ -398,3 +398,17 @@ def test_dead_end_run_error_carries_the_way_out_for_api_users(make_user: Any, te
     assert run.status == RunStatus.FAILED and run.error_field.startswith("parallelism")
     assert "no layout" in run.error.lower() and "Way out" in run.error
     assert re.search(r"run on [\d,]+ of the 1,000 GPUs and keep [\d,]+ as spares", run.error), run.error
+
+
+def test_uncertainty_band_names_the_catalog_default_ranges(client: Any, make_user: Any, team: Any,
+                                                         scenario_for: Any, finished_run: Any) -> None:
+    """#15 item 3: a scenario without ranges still gets a real band, drawn over the catalog default ranges the
+    sensitivity chart swings, and the run page says which inputs those are."""
+    planner = make_user("planner", team)
+    run = finished_run(scenario_for(team, planner), planner, monte_carlo=200)
+    mc = run.result["monte_carlo"]
+    assert mc["run_cost_usd"]["p10"] < mc["run_cost_usd"]["p90"]
+    _login(client, planner)
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert 'id="uncertainty-inputs"' in html and "use the catalog's default ranges (the same inputs the sensitivity chart swings)" in html
+    assert 'id="uncertainty-none"' not in html
