@@ -98,7 +98,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     explicit = find_ranges(scenario) if ranges is None else ranges
     base = likely_scenario(scenario, explicit)
     ranges = dict(explicit)
-    sources = {name: "scenario range" for name in explicit}
+    sources = dict.fromkeys(explicit, "scenario range")
     if include_defaults:
         if base_point is None:
             cooling = _cooling(base, catalog, None)
