@@ -55,4 +55,14 @@ def test_fabric_study_page(live_server: Any, browser: Any, make_user: Any, team:
     assert page.locator(".tier-bars").count() == 3 and page.locator(".flow-hist").count() == 3
     assert_no_axe_violations(page)
     shot(page, "41-fabric-results")
+    # "a team may run its own study and pin a scenario to it": use it for the scenario, see it named there
+    page.select_option("#pin-scenario", str(scenario.pk))
+    page.click("#pin-study")
+    page.wait_for_url(f"{base}/scenarios/{scenario.pk}/")
+    pin = page.locator("#fabric-study-pin").inner_text()
+    assert re.search(r"Pinned to fabric study #\d+", pin) and "single-QP ECMP" in pin, pin
+    assert_no_axe_violations(page)
+    shot(page, "42-scenario-pinned-study")
+    scenario.refresh_from_db()
+    assert scenario.fabric_study["shares"][0]["routing"] == "ecmp"
     assert page.js_errors == [], page.js_errors

@@ -74,9 +74,10 @@ def test_pinning_our_own_study_works_changes_the_document_and_the_result(world: 
     assert run.input_snapshot["document"]["fabric_study"]["run"] == ours.pk
     done = services.run_execute(run_id=run.pk)
     assert done is not None and done.status == "succeeded", done.error if done else None
-    source = done.result["routing_source"]
+    result: dict[str, Any] = done.result or {}
+    source = result["routing_source"]
     assert source["kind"] == "study" and source["study"]["run"] == ours.pk  # the IB scenario routes adaptively
-    assert any(f"fabric study run #{ours.pk}" in n for n in done.result["notes"])
+    assert any(f"fabric study run #{ours.pk}" in n for n in result["notes"])
     # unpin: back to the shipped tables
     r = client.patch(url, {"fabric_study_run": None}, format="json")
     assert r.status_code == 200 and r.json()["fabric_study"] == {} and r.json()["fabric_study_run"] is None
@@ -120,4 +121,5 @@ def test_a_watched_scenario_is_reevaluated_with_the_study_and_says_so(world: dic
     assert needed and any(f"fabric study none → run #{ours.pk}" in r for r in reasons), reasons
     created = services.reevaluate_watched(scenario_ids=[scenario.pk])
     assert len(created) == 1
-    assert created[0].new_run.input_snapshot["document"]["fabric_study"]["run"] == ours.pk
+    new_run = created[0].new_run
+    assert new_run is not None and new_run.input_snapshot["document"]["fabric_study"]["run"] == ours.pk
