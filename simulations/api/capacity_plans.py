@@ -142,19 +142,19 @@ class CapacityPlanViewSet(ServiceModelViewSet):
             found = {p.pk: p for p in self.get_queryset().filter(pk__in=ids)}
             missing = [i for i in ids if i not in found]
             if missing:
-                raise NotFound(f"capacity plan {missing[0]} not found")
+                raise ValidationError({"plans": [f"capacity plan {missing[0]} not found"]})
             runs = [latest_plan_run(found[i]) for i in ids]
         else:
             visible = {r.pk: r for r in SimulationRun.objects.for_request(request, Capability.READ)
                        .filter(pk__in=ids)}
             missing = [i for i in ids if i not in visible]
             if missing:
-                raise NotFound(f"run {missing[0]} not found")
+                raise ValidationError({"runs": [f"run {missing[0]} not found"]})
             runs = [visible[i] for i in ids]
         return Response(compare_plan_runs(runs))
 
     @extend_schema(responses={200: SimulationRunSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # the newest 100, a plain list
     def runs(self, request: Request, pk: Any = None) -> Response:
         runs = plan_runs(self.get_object())[:100]
         return Response(SimulationRunSerializer(runs, many=True, context={"request": request}).data)

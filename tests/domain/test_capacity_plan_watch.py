@@ -140,8 +140,10 @@ def test_compare_two_plans_and_two_runs(world: dict[str, Any], linked: Any, api_
     assert client.get(f"/api/v1/capacity-plans/compare/?runs={a.pk},x").status_code == 400
     assert client.get(f"/api/v1/capacity-plans/compare/?runs={a.pk},{b.pk}&plans=1,2").status_code == 400
     outsider = api_client_for(world["other_admin"])
-    assert outsider.get(f"/api/v1/capacity-plans/compare/?runs={a.pk},{b.pk}").status_code == 404
-    assert outsider.get(f"/api/v1/capacity-plans/compare/?plans={linked.pk},{other.pk}").status_code == 404
+    r = outsider.get(f"/api/v1/capacity-plans/compare/?runs={a.pk},{b.pk}")  # named ids not found: 400, no data
+    assert r.status_code == 400 and f"run {a.pk} not found" in str(r.json()["errors"])
+    r = outsider.get(f"/api/v1/capacity-plans/compare/?plans={linked.pk},{other.pk}")
+    assert r.status_code == 400 and "not found" in str(r.json()["errors"])
 
 
 def test_shortfall_phrases() -> None:

@@ -91,6 +91,7 @@ POLICY.update({
     ("capacity-plans", "run"): "plan", ("capacity-plans", "quarters"): "export",
     ("capacity-plans", "replicate"): "plan", ("capacity-plans", "replications"): "read",
     ("capacity-plans", "import_jobs"): "plan",
+    ("capacity-plans", "compare"): "read",  # two plans (their latest runs) or two plan runs side by side
 })
 
 # resource -> the seeded home-team object a detail route addresses
@@ -187,6 +188,8 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
     body: dict[str, Any] | None = None
     if ep.resource == "reports" and ep.action == "compare":
         url += f"?runs={h.run.pk},{h.sweep.runs.order_by('pk').first().pk}&baseline={h.run.pk}"
+    if ep.resource == "capacity-plans" and ep.action == "compare":
+        url += f"?plans={h.capacity_plan.pk},{h.capacity_plan.pk}"
     if ep.method in ("POST", "PUT", "PATCH"):
         body = {}
         key = (ep.resource, ep.action)
