@@ -35,5 +35,8 @@ def test_inconsistent_limits_are_refused_at_start_up(settings, overrides, needle
 def test_run_budget_ends_before_the_soft_limit(settings) -> None:
     settings.FP_RUN_SOFT_TIME_LIMIT_S = 120
     settings.FP_RUN_TIME_LIMIT_S = 150
+    del settings.FP_RUN_BUDGET_S  # unset: derived from the soft limit
     assert limits.run_budget_s() == 90
+    settings.FP_RUN_SOFT_TIME_LIMIT_S = 8
+    assert limits.run_budget_s() == 6  # the margin is at most a quarter of a short soft limit
     limits.check_limits()
