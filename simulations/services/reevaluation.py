@@ -143,9 +143,6 @@ def _catalog_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
     return notes
 
 
-catalog_changes = _catalog_changes  # public name: the capacity-plan diff (reevaluation_plans) uses it too
-
-
 def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(node, Mapping):
         out: dict[str, Any] = {}
@@ -183,7 +180,9 @@ def document_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit:
 def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
     """Per-metric changes between two runs and a one-line human summary of why."""
     if new.kind == RunKind.FLEET:  # capacity plans speak in shortfall days and deadlines (issue #14)
-        return plan_run_diff(previous=previous, new=new)
+        causes = [] if previous is None else _catalog_changes(previous.input_snapshot.get("catalog_values", {}),
+                                                              new.input_snapshot.get("catalog_values", {}))
+        return plan_run_diff(previous=previous, new=new, catalog_causes=causes)
     new_m = run_metrics(new)
     old_m = run_metrics(previous) if previous is not None else {}
     changes = {}

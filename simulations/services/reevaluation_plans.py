@@ -90,16 +90,16 @@ def reevaluate_watched_plans(*, plan_ids: list[int] | None = None) -> list[ReEva
     return created
 
 
-def plan_run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
-    """How a plan's figures moved between two runs, and why, in one line."""
-    from simulations.services.reevaluation import catalog_changes  # noqa: PLC0415 (reevaluation imports this module)
-
+def plan_run_diff(*, previous: SimulationRun | None, new: SimulationRun,
+                  catalog_causes: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """How a plan's figures moved between two runs, and why, in one line (``catalog_causes``: the catalog
+    changes between the two snapshots, worded by the scenarios' re-evaluation diff)."""
     changes, words = plan_changes(previous.result if previous is not None else None, new.result)
     if previous is None:
         return changes, "first evaluation"
     text = ", ".join(words) or "no material change"
     snap_a, snap_b = previous.input_snapshot or {}, new.input_snapshot or {}
-    causes = catalog_changes(snap_a.get("catalog_values") or {}, snap_b.get("catalog_values") or {})
+    causes = list(catalog_causes or [])
     causes += plan_input_changes(snap_a.get("document") or {}, snap_b.get("document") or {})
     if previous.engine_version != new.engine_version:
         causes.append(f"engine {previous.engine_version} → {new.engine_version}")
