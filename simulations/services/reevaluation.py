@@ -180,9 +180,9 @@ def document_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit:
 def run_diff(*, previous: SimulationRun | None, new: SimulationRun) -> tuple[dict[str, Any], str]:
     """Per-metric changes between two runs and a one-line human summary of why."""
     if new.kind == RunKind.FLEET:  # capacity plans speak in shortfall days and deadlines (issue #14)
-        causes = [] if previous is None else _catalog_changes(previous.input_snapshot.get("catalog_values", {}),
-                                                              new.input_snapshot.get("catalog_values", {}))
-        return plan_run_diff(previous=previous, new=new, catalog_causes=causes)
+        moved = [] if previous is None else _catalog_changes(previous.input_snapshot.get("catalog_values", {}),
+                                                             new.input_snapshot.get("catalog_values", {}))
+        return plan_run_diff(previous=previous, new=new, catalog_causes=moved)
     new_m = run_metrics(new)
     old_m = run_metrics(previous) if previous is not None else {}
     changes = {}
