@@ -95,6 +95,11 @@ def test_fleet_change_reevaluates_the_watched_plan_once_with_a_planner_diff(worl
     assert "summary.utilization.p50" in reeval.changes
     linked.refresh_from_db()
     assert linked.last_evaluated_at is not None
+    from simulations.services.webhooks import webhook_payload
+
+    payload = webhook_payload(reevaluation=reeval)
+    assert payload["event"] == "capacity_plan.reevaluated" and "scenario" not in payload
+    assert payload["capacity_plan"] == {"id": linked.pk, "name": "Linked"} and payload["summary"] == reeval.summary
     # the scenario-only call leaves plans alone; scenarios are not re-run by a plan-only call
     planning.fleet_update(fleet=fleet, user=world["users"]["admin"], server_count=8)
     assert all(r.capacity_plan_id is None for r in services.reevaluate_watched(scenario_ids=[]))
