@@ -75,7 +75,7 @@ class Command(BaseCommand):
             if not CapacityPlan.objects.filter(team=team, name=plan["name"]).exists():
                 # a shortfall in the second half and a B300 purchase that fixes it (docs/fleet-model.md)
                 capacity_plan_create(team=team, user=user, name=plan["name"], description=plan["description"],
-                                     document=plan)
+                                     document=plan, watched=True)  # re-run when the catalog or engine changes
         self.stdout.write(self.style.SUCCESS(
             f"Demo ready. Log in as 'demo' with password '{settings.FP_DEMO_PASSWORD}' (admin of team Demo)."
         ))
