@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection, models
@@ -83,7 +84,7 @@ def record(
     )
 
 
-def record_created(*, objs: list[models.Model], object_type: str, user: Any) -> int:
+def record_created(*, objs: Sequence[models.Model], object_type: str, user: Any) -> int:
     """One CREATE change-log row per object (same content as :func:`record`), written in bulk (imports).
 
     On PostgreSQL the rows go through ``COPY`` (psycopg's C path: ~10x faster than a bulk INSERT of 10,000

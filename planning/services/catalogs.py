@@ -188,12 +188,12 @@ def catalog_create(*, team: Team, user: Any, name: str, description: str = "") -
 def _check_fork_allowed(*, catalog: Catalog, team: Team, user: Any) -> None:
     if catalog.team_id is None or catalog.team_id == team.pk:
         return
-    role = Membership.objects.filter(user_id=getattr(user, "pk", None), team_id=catalog.team_id).values_list(
+    role = Membership.objects.filter(user_id=getattr(user, "pk", None) or 0, team_id=catalog.team_id).values_list(
         "role", flat=True).first()
     if role is None or not role_allows(role, Capability.CATALOG):
         raise PermissionDenied(
             "Forking a team catalog into another team publishes its prices there: it needs the catalog "
-            f"capability (admin) in the source team {catalog.team.name!r}, not only read access."
+            f"capability (admin) in the source team {getattr(catalog.team, 'name', '')!r}, not only read access."
         )
 
 

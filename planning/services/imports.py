@@ -6,7 +6,7 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -30,7 +30,7 @@ MAX_CSV_ROWS = 10_000
 MAX_CSV_FIELD_CHARS = 20_000
 
 
-def _binary_stream(file: Any, limit: int) -> io.BufferedIOBase | io.BytesIO:
+def _binary_stream(file: Any, limit: int) -> IO[bytes]:
     """The upload as a binary stream, refusing anything over ``limit`` bytes before reading it."""
     size = getattr(file, "size", None)
     if size is not None and size > limit:
