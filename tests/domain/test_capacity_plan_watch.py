@@ -65,8 +65,8 @@ def test_links_must_name_a_cluster_and_a_fleet_of_the_team(world: dict[str, Any]
     assert r.json()["watched"] is True and r.json()["cluster_fleets"] == {"main": world["x"]["fleet"].pk}
 
 
-def test_fleet_change_reevaluates_the_watched_plan_once_with_a_planner_diff(world: dict[str, Any],
-                                                                             linked: Any) -> None:
+def test_fleet_change_reevaluates_the_watched_plan_once_with_a_planner_diff(world: dict[str, Any], linked: Any,
+                                                                             client: Any) -> None:
     from planning import services as planning
     from simulations import services
     from simulations.models import ReEvaluation
@@ -97,6 +97,9 @@ def test_fleet_change_reevaluates_the_watched_plan_once_with_a_planner_diff(worl
     assert linked.last_evaluated_at is not None
     from simulations.services.webhooks import webhook_payload
 
+    client.force_login(world["users"]["viewer"])  # the re-evaluations page lists the plan's diff
+    page = client.get("/reevaluations/").content.decode()
+    assert "Capacity plan" in page and f"/capacity/runs/{new.pk}/" in page and "no shortfall any more" in page
     payload = webhook_payload(reevaluation=reeval)
     assert payload["event"] == "capacity_plan.reevaluated" and "scenario" not in payload
     assert payload["capacity_plan"] == {"id": linked.pk, "name": "Linked"} and payload["summary"] == reeval.summary
