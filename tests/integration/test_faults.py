@@ -149,7 +149,7 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
     from simulations.models import SimulationRun
 
     # A short lease needs a shorter hard time limit (checked at worker start-up: simulations/limits.py).
-    lease = {"FP_RUN_STUCK_AFTER_S": "12", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
+    lease = {"FP_RUN_STUCK_AFTER_S": "15", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
     first = celery_worker_factory(queues="simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "60"})
     [run_id] = _submit(world)
     _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),

@@ -84,7 +84,7 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     from simulations.models import SimulationRun, Sweep
 
     # A short lease needs a shorter hard time limit (checked at worker start-up: simulations/limits.py).
-    lease = {"FP_RUN_STUCK_AFTER_S": "12", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
+    lease = {"FP_RUN_STUCK_AFTER_S": "15", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
     first = celery_worker_factory(queues="default,simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "1"})
     client = api_client_for(setup["user"])
     axes = {"cluster.gpus": [32, 64, 128, 256], "cluster.nic_gbps": [200, 400, 800]}
