@@ -313,6 +313,9 @@ class CapacityPlan(TeamOwnedModel):
     # {cluster name: fleet id}: clusters that stand for one of the team's fleets; a run takes their GPU type,
     # count, NICs, fabric and topology from the fleet as it is then (planning.services.capacity_plans).
     cluster_fleets = models.JSONField(default=dict, blank=True)
+    # the catalog whose prices and specs runs use (empty: the global default); a watched plan re-runs on a new version
+    catalog = models.ForeignKey(Catalog, null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="capacity_plans")
     watched = models.BooleanField(
         default=False, help_text="Re-run on schedule when the catalog, a fleet it uses or the engine changes.")
     last_evaluated_at = models.DateTimeField(null=True, blank=True)
