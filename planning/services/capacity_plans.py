@@ -15,7 +15,7 @@ from django.db import transaction
 from accounts.models import Team
 from core.errors import ValidationError
 from planning import changelog
-from planning.models import CapacityPlan, Fleet, ObjectChange, Workload
+from planning.models import CapacityPlan, Catalog, Fleet, ObjectChange, Workload
 from planning.services.catalogs import catalog_resolve
 from planning.services.common import _err, _update_logged
 from planning.services.documents import fleet_cluster
@@ -23,7 +23,7 @@ from planning.services.imports import MAX_CSV_ROWS, iter_csv
 from simulations.engine.errors import ScenarioError
 from simulations.engine.fleet import parse_plan
 
-CAPACITY_PLAN_FIELDS = ("name", "description", "document", "cluster_fleets", "watched")
+CAPACITY_PLAN_FIELDS = ("name", "description", "document", "cluster_fleets", "watched", "catalog")
 # The cluster keys a fleet decides; everything else of a plan cluster (name, in_service_day, retire_day,
 # reserved_gpus, pod_gpus, costs) stays the plan's own.
 FLEET_KEYS = ("gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology", "oversubscription")
@@ -84,6 +84,9 @@ def _clean(data: Mapping[str, Any], *, creating: bool, team_id: int,
     out = {k: v for k, v in data.items() if k in CAPACITY_PLAN_FIELDS}
     if "watched" in out and not isinstance(out["watched"], bool):
         raise _err("watched", "must be true or false")
+    if out.get("catalog") is not None and (not isinstance(out["catalog"], Catalog)
+                                           or out["catalog"].team_id not in (None, team_id)):
+        raise _err("catalog", "catalog not found")
     if creating or "name" in out:
         name = out.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -100,9 +103,11 @@ def _clean(data: Mapping[str, Any], *, creating: bool, team_id: int,
     if "cluster_fleets" in out or ("document" in out and current is not None and current.cluster_fleets):
         links = out.get("cluster_fleets", current.cluster_fleets if current is not None else {})
         out["cluster_fleets"] = _clean_links(team_id, links, document)
-    if "document" in out or "cluster_fleets" in out:
-        probe = CapacityPlan(team_id=team_id, document=document, cluster_fleets=out.get("cluster_fleets") or {})
-        capacity_plan_validate(capacity_plan_resolve(plan=probe, catalog=catalog_resolve(catalog=None)[1]))
+    if "document" in out or "cluster_fleets" in out or "catalog" in out:
+        catalog = out.get("catalog", current.catalog if current is not None else None)
+        probe = CapacityPlan(team_id=team_id, document=document,
+                             cluster_fleets=out.get("cluster_fleets", current.cluster_fleets if current else {}) or {})
+        capacity_plan_validate(capacity_plan_resolve(plan=probe, catalog=catalog_resolve(catalog=catalog)[1]))
     return out
 
 

@@ -25,7 +25,8 @@ from planner.api.parsers import SafeFormParser as FormParser
 from planner.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
 from planner.api.parsers import SafeMultiPartParser as MultiPartParser
 from planner.api.viewsets import ServiceModelViewSet
-from planning.models import CapacityPlan
+from planning.api.fields import ScopedPrimaryKeyRelatedField
+from planning.models import CapacityPlan, Catalog
 from planning.services import capacity_plans as plan_services
 from simulations import reports
 from simulations.api.filtersets import CapacityPlanFilterSet
@@ -52,10 +53,12 @@ class CapacityPlanSerializer(serializers.ModelSerializer):
                                   "topology at run time (and a watched plan is re-run when the fleet changes)")
     watched = serializers.BooleanField(required=False, help_text="re-run on schedule when the catalog, a linked "
                                                                  "fleet or the engine changes")
+    catalog = ScopedPrimaryKeyRelatedField(queryset=Catalog.objects.all(), required=False, allow_null=True,
+                                           help_text="a catalog of the team (prices, specs); empty: the default")
 
     class Meta:
         model = CapacityPlan
-        fields = ("id", "team", "name", "description", "document", "cluster_fleets", "watched",
+        fields = ("id", "team", "name", "description", "document", "cluster_fleets", "watched", "catalog",
                   "last_evaluated_at", "created_at", "updated_at")
         read_only_fields = ("created_at", "updated_at", "last_evaluated_at")
 

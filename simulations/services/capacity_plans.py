@@ -45,7 +45,7 @@ def capacity_plan_submit(*, plan: CapacityPlan, user: Any, params: Mapping[str, 
     """Queue a run of ``plan``; idempotent like scenario runs (an identical queued, running or stored run of
     the same team is returned, marked ``reused``). Clusters linked to fleets take the fleets' current shape."""
     cleaned = clean_params(RunKind.FLEET, params)
-    version, values = catalog_resolve(catalog=None)
+    version, values = catalog_resolve(catalog=plan.catalog)
     document = capacity_plan_resolve(plan=plan, catalog=values)
     try:
         parse_plan(document, values)
@@ -94,7 +94,7 @@ def capacity_plan_replicate(*, plan: CapacityPlan, user: Any, replications: Any,
     n = _int_param(replications, "replications", 1, MAX_REPLICATIONS)
     first = _int_param(seed, "seed", 0, 2**31 - 1 - n)
     size = _int_param(chunk, "chunk", 1, 200)
-    version, values = catalog_resolve(catalog=None)
+    version, values = catalog_resolve(catalog=plan.catalog)
     document = capacity_plan_resolve(plan=plan, catalog=values)
     try:
         parse_plan(document, values)

@@ -32,7 +32,7 @@ def plan_needs_reevaluation(*, plan: CapacityPlan) -> tuple[bool, list[str], Sim
     last = plan_runs(plan).filter(sweep__isnull=True, status=RunStatus.SUCCEEDED).first()
     if last is None:
         return True, ["never evaluated"], None
-    version, values = catalog_resolve(catalog=None)
+    version, values = catalog_resolve(catalog=plan.catalog)
     snap = last.input_snapshot or {}
     reasons: list[str] = []
     if (version.pk if version else None) != (snap.get("catalog") or {}).get("version_id"):
@@ -68,7 +68,7 @@ def reevaluate_watched_plans(*, plan_ids: list[int] | None = None) -> list[ReEva
             needed, reasons, last = plan_needs_reevaluation(plan=plan)
             if not needed:
                 continue
-            version, values = catalog_resolve(catalog=None)
+            version, values = catalog_resolve(catalog=plan.catalog)
             params = last.params if last is not None else {}
             document = capacity_plan_resolve(plan=plan, catalog=values)
             hash_ = input_hash(kind=RunKind.FLEET, document=document, catalog=values, params=params)

@@ -161,3 +161,34 @@ def test_shortfall_phrases() -> None:
     assert shortfall_phrase(None, 188) == "a shortfall now appears on day 188 (none before)"
     assert shortfall_phrase(214, None) == "no shortfall any more (was day 214)"
     assert shortfall_phrase(214, 214.2) is None and shortfall_phrase(None, None) is None
+
+
+def test_team_catalog_price_change_reevaluates_with_the_cost_move(world: dict[str, Any], linked: Any,
+                                                                   api_client_for: Any) -> None:
+    from planning import services as planning
+    from simulations import services
+    from simulations.models import ReEvaluation
+
+    fork = world["x"]["catalog"]
+    client = api_client_for(world["users"]["planner"])
+    r = client.patch(f"/api/v1/capacity-plans/{linked.pk}/", {"catalog": world["y"]["catalog"].pk}, format="json")
+    assert r.status_code == 400 and "catalog" in r.json()["errors"]  # another team's catalog
+    r = client.patch(f"/api/v1/capacity-plans/{linked.pk}/", {"catalog": fork.pk}, format="json")
+    assert r.status_code == 200 and r.json()["catalog"] == fork.pk, r.content
+    linked.refresh_from_db()
+    first = _run(linked)
+    assert first.input_snapshot["catalog"]["version_id"] == fork.latest_version().pk
+    item = fork.latest_version().items.get(key="HGX-A100-80GB")  # the server a cluster of A100s is priced by
+    price = item.as_engine_item()["unit_price_usd"]
+    planning.catalog_item_update(item=item, user=world["users"]["admin"], data={"unit_price_usd": price * 1.5})
+    created = services.reevaluate_watched(plan_ids=[linked.pk])
+    assert len(created) == 1 and any(r.startswith("catalog version v") for r in created[0].reasons), \
+        created[0].reasons
+    new = services.run_execute(run_id=created[0].new_run_id)
+    assert new.status == "succeeded", new.error
+    reeval = ReEvaluation.objects.get(pk=created[0].pk)
+    a = first.result["summary"]["usd_per_delivered_gpu_hour"]["p50"]
+    b = new.result["summary"]["usd_per_delivered_gpu_hour"]["p50"]
+    assert b > a  # the same fleet costs more per delivered GPU-hour
+    assert f"$/delivered GPU-h ${a:,.2f} → ${b:,.2f}" in reeval.summary and "price +50%" in reeval.summary, \
+        reeval.summary
