@@ -59,6 +59,7 @@ class CapacityPlanForm(FieldErrorMixin, forms.Form):
                                   label="Confidence (share of replications meeting every deadline)")
     replications = forms.IntegerField(required=False, min_value=1, max_value=1000, initial=10)
     watched = forms.BooleanField(required=False, label="Watch: re-run when the catalog or a fleet changes")
+    catalog = forms.ChoiceField(required=False, label="Catalog (prices and specs)")
     demand_csv = forms.FileField(required=False, label="Demand plan (CSV, replaces the named jobs)",
                                  help_text="columns: name, team, gpus, duration_days or workload (a workload's "
                                            "name), submit_day, deadline_day, priority, cluster")
@@ -69,8 +70,11 @@ class CapacityPlanForm(FieldErrorMixin, forms.Form):
              "document.confidence": "confidence", "document.replications": "replications",
              "cluster_fleets": "fleets", "file": "demand_csv", "rows": "demand_csv"}
 
-    def __init__(self, *args: Any, fleets: Iterable[Any] = (), **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fleets: Iterable[Any] = (), catalogs: Iterable[Any] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.catalog_objects = {str(c.pk): c for c in catalogs}
+        self.fields["catalog"].choices = [("", "Default catalog")] + [  # type: ignore[attr-defined]
+            (pk, c.name) for pk, c in self.catalog_objects.items()]
         self.fleet_objects = {str(f.pk): f for f in fleets}
         self.fields["fleets"].choices = [  # type: ignore[attr-defined]
             (pk, f"{f.name} — {f.gpus:,} GPUs, {f.nic_gbps}G {f.fabric}") for pk, f in self.fleet_objects.items()]
@@ -127,6 +131,7 @@ class CapacityPlanForm(FieldErrorMixin, forms.Form):
             "candidates": json.dumps(doc.get("candidates") or [], indent=1) if doc.get("candidates") else "",
             "budget_usd": doc.get("budget_usd"), "confidence": doc.get("confidence"),
             "replications": doc.get("replications"), "watched": plan.watched,
+            "catalog": str(plan.catalog_id) if plan.catalog_id else "",
         }
 
 

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Capability
 from core.errors import DomainError
-from planning.models import CapacityPlan, Fleet, Workload
+from planning.models import CapacityPlan, Catalog, Fleet, Workload
 from planning.services.capacity_plans import (
     capacity_plan_create,
     capacity_plan_import_jobs,
@@ -32,6 +32,10 @@ from portal.views.common import _error_dict, _require, _runs_for, _team_for_crea
 from simulations.models import RunKind, RunStatus
 from simulations.services.capacity_plans import plan_runs
 from simulations.services.plan_compare import MAX_COMPARED, compare_plan_runs, latest_plan_run
+
+
+def _team_catalogs(team_id: int) -> list[Catalog]:
+    return list(Catalog.objects.filter(team_id=team_id).order_by("name", "pk"))
 
 
 def _team_objects(team_id: int) -> tuple[dict[str, Fleet], dict[str, Workload]]:
@@ -46,7 +50,8 @@ def _save(request: HttpRequest, form: CapacityPlanForm, jobs_fs: Any, *, team: A
     jobs = [j for j in (f.job() for f in jobs_fs.forms) if j is not None]
     document, links = form.document(jobs, base=plan.document if plan is not None else None)
     fields = {"name": form.cleaned_data["name"], "description": form.cleaned_data.get("description") or "",
-              "document": document, "cluster_fleets": links, "watched": bool(form.cleaned_data.get("watched"))}
+              "document": document, "cluster_fleets": links, "watched": bool(form.cleaned_data.get("watched")),
+              "catalog": form.catalog_objects.get(form.cleaned_data.get("catalog") or "")}
     try:
         with transaction.atomic():
             if plan is None:
@@ -80,8 +85,9 @@ def capacity_plan_form(request: HttpRequest, pk: int | None = None) -> HttpRespo
     else:
         team = _team_for_create(request, Capability.PLAN)
     fleets, workloads = _team_objects(team.pk)
+    catalogs = _team_catalogs(team.pk)
     if request.method == "POST":
-        form = CapacityPlanForm(request.POST, request.FILES, fleets=fleets.values())
+        form = CapacityPlanForm(request.POST, request.FILES, fleets=fleets.values(), catalogs=catalogs)
         jobs_fs = PlanJobFormSet(request.POST, prefix="jobs", form_kwargs={"workloads": workloads})
         if form.is_valid() and jobs_fs.is_valid():
             saved = _save(request, form, jobs_fs, team=team, plan=plan)
@@ -89,12 +95,12 @@ def capacity_plan_form(request: HttpRequest, pk: int | None = None) -> HttpRespo
                 messages.success(request, f"Capacity plan “{saved.name}” saved.")
                 return HttpResponseRedirect(reverse("capacity-plan-edit", args=[saved.pk]))
     elif plan is not None:
-        form = CapacityPlanForm(initial=CapacityPlanForm.initial_for(plan, fleets), fleets=fleets.values())
+        form = CapacityPlanForm(initial=CapacityPlanForm.initial_for(plan, fleets), fleets=fleets.values(), catalogs=catalogs)
         jobs_fs = PlanJobFormSet(prefix="jobs", initial=job_initial(plan.document.get("jobs") or [], workloads),
                                  form_kwargs={"workloads": workloads})
     else:
         form = CapacityPlanForm(initial={"arrivals": json.dumps(DEFAULT_ARRIVALS, indent=1),
-                                         "fleets": list(fleets)}, fleets=fleets.values())
+                                         "fleets": list(fleets)}, fleets=fleets.values(), catalogs=catalogs)
         jobs_fs = PlanJobFormSet(prefix="jobs", form_kwargs={"workloads": workloads})
     latest = plan_runs(plan).first() if plan is not None else None
     return render(request, "portal/capacity_plan_form.html", {

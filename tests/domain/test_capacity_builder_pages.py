@@ -41,17 +41,20 @@ def test_builder_creates_a_plan_from_fleets_and_workloads(world: dict[str, Any],
     assert r.status_code == 302, r.content.decode()[:3000]
     plan = CapacityPlan.objects.get(name="Built")
     fleet = world["x"]["fleet"]
-    assert plan.cluster_fleets == {fleet.name: fleet.pk} and plan.watched
+    assert plan.cluster_fleets == {fleet.name: fleet.pk} and plan.watched and plan.catalog_id is None
     assert plan.document["clusters"][0]["name"] == fleet.name
     jobs = {j["name"]: j for j in plan.document["jobs"]}
     assert jobs["pretrain"]["workload"]["model"] == world["x"]["workload"].model
     assert jobs["pretrain"]["gpus"] == 32 and jobs["eval"]["duration_days"] == 2.0
     page = client.get(f"/capacity/{plan.pk}/edit/").content.decode()
     assert 'value="pretrain"' in page and "checked" in page  # the workload row and the ticked fleet round-trip
-    # saving the edit page unchanged keeps the document
-    r = client.post(f"/capacity/{plan.pk}/edit/", _post(world, name="Built"))
+    # saving the edit page keeps the document; the team's catalog can be picked (another team's is no choice)
+    r = client.post(f"/capacity/{plan.pk}/edit/", _post(world, name="Built", catalog=str(world["x"]["catalog"].pk)))
     assert r.status_code == 302
     plan.refresh_from_db()
+    assert plan.catalog_id == world["x"]["catalog"].pk
+    r = client.post(f"/capacity/{plan.pk}/edit/", _post(world, catalog=str(world["y"]["catalog"].pk)))
+    assert r.status_code == 200 and "Select a valid choice" in r.content.decode()
     assert {j["name"] for j in plan.document["jobs"]} == {"pretrain", "eval"}
 
 
