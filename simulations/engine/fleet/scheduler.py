@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 
 from simulations.engine.bounds import WorkLimitError
+from simulations.engine.budget import checkpoint
 from simulations.engine.fleet.sim import (
     ARRIVE,
     DOWN,
@@ -47,6 +48,8 @@ class Fleet(Sim):
             t, _, kind, a, b = heapq.heappop(heap)
             self._now = t
             self.events += 1
+            if not self.events & 4095:  # every 4,096 events: a run's time budget and cancel stop the loop
+                checkpoint()
             if self.events > MAX_EVENTS:
                 raise WorkLimitError("plan", f"the simulation exceeded {MAX_EVENTS:,} events; shorten the horizon "
                                      "or lower the arrival rates")
