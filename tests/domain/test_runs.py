@@ -3,6 +3,7 @@ failures, sweeps (expansion limit, aggregation), reaper, preview."""
 
 from __future__ import annotations
 
+import copy
 import time
 from datetime import timedelta
 from typing import Any
@@ -110,18 +111,30 @@ def test_saving_an_invalid_scenario_is_refused_naming_the_field(world) -> None:
 
 
 def test_domain_error_fails_run_with_field_and_no_result(world) -> None:
+    from core.errors import ValidationError
     from planning.models import Scenario
     from simulations import services
+    from simulations.models import SimulationRun
 
     x = world["x"]
     user = world["users"]["planner"]
-    # A scenario can become invalid after it was saved (e.g. a catalog edit); write it past validation.
-    Scenario.objects.filter(pk=x["scenario"].pk).update(cluster={**x["scenario"].cluster, "gpus": 7})
-    x["scenario"].refresh_from_db()
+    # A run whose input turns invalid after it was accepted (written past validation) fails with the field.
     run = services.run_submit(scenario=x["scenario"], user=user, kind="predict")
+    snapshot = copy.deepcopy(run.input_snapshot)
+    snapshot["document"]["cluster"]["gpus"] = 7
+    SimulationRun.objects.filter(pk=run.pk).update(input_snapshot=snapshot)
     done = services.run_execute(run_id=run.pk)
     assert done.status == "failed" and done.result is None
     assert done.error and done.error_field.startswith(("cluster", "parallelism"))
+    # A scenario that became invalid after it was saved (e.g. a catalog edit) is refused at submit (#11):
+    # nothing invalid reaches a worker, and no run row is written.
+    Scenario.objects.filter(pk=x["scenario"].pk).update(cluster={**x["scenario"].cluster, "gpus": 7})
+    x["scenario"].refresh_from_db()
+    before = SimulationRun.objects.count()
+    with pytest.raises(ValidationError) as err:
+        services.run_submit(scenario=x["scenario"], user=user, kind="tco")
+    assert any(str(f).startswith(("cluster", "parallelism")) for f in err.value.args[0])
+    assert SimulationRun.objects.count() == before
 
 
 def test_unexpected_error_fails_run_without_half_result(world, monkeypatch) -> None:
@@ -233,15 +246,23 @@ def test_sweep_children_and_idempotent_aggregation(world, fake_engine, api_clien
     from simulations.models import SimulationRun
 
     client = api_client_for(world["users"]["planner"])
-    axes = {"cluster.nic_gbps": [200, 400, 800], "cluster.gpus": [16, 32]}
+    # A sweep with any combination the engine refuses (16 GPUs for a fixed 32-GPU layout) is refused whole at
+    # submit (#11), naming the combination; no run is created.
+    bad = {"cluster.nic_gbps": [200, 400, 800], "cluster.gpus": [16, 32]}
+    before = SimulationRun.objects.count()
+    r = client.post("/api/v1/sweeps/", {"scenario": world["x"]["scenario"].pk, "axes": bad, "kind": "tco"},
+                    format="json")
+    assert r.status_code == 400 and "cluster.gpus=16" in str(r.json()["errors"]["axes"])
+    assert SimulationRun.objects.count() == before
+    axes = {"cluster.nic_gbps": [200, 400, 800], "costs.usd_per_kwh": [0.05, 0.1]}
     r = client.post("/api/v1/sweeps/", {"scenario": world["x"]["scenario"].pk, "axes": axes, "kind": "tco"},
                     format="json")
     assert r.status_code == 202, r.content
     sweep_id = r.json()["id"]
     runs = list(SimulationRun.objects.filter(sweep_id=sweep_id).order_by("pk"))
     assert len(runs) == 6 and r.json()["total_runs"] == 6
-    assert {(r.input_snapshot["document"]["cluster"]["nic_gbps"], r.input_snapshot["document"]["cluster"]["gpus"])
-            for r in runs} == {(n, g) for n in (200, 400, 800) for g in (16, 32)}
+    assert {(r.input_snapshot["document"]["cluster"]["nic_gbps"], r.input_snapshot["document"]["costs"]["usd_per_kwh"])
+            for r in runs} == {(n, k) for n in (200, 400, 800) for k in (0.05, 0.1)}
     for run in runs[:3]:
         services.run_execute(run_id=run.pk)
     assert client.get(f"/api/v1/sweeps/{sweep_id}/").json()["status"] == "running"
@@ -264,7 +285,9 @@ def test_reaper_requeues_stuck_runs(world, fake_engine, monkeypatch) -> None:
     monkeypatch.setattr(tasks.execute_run, "apply_async", lambda args, **kw: sent.append(args[0]))
     user = world["users"]["planner"]
     stuck_running = services.run_submit(scenario=world["x"]["scenario"], user=user, kind="predict")
-    lost_queued = services.run_submit(scenario=world["x"]["fleet_scenario"], user=user, kind="predict")
+    # A different kind: an identical document and kind would be deduplicated into the same active run (#11).
+    lost_queued = services.run_submit(scenario=world["x"]["fleet_scenario"], user=user, kind="tco")
+    assert lost_queued.pk != stuck_running.pk
     assert services.run_claim(run_id=stuck_running.pk)
     old = timezone.now() - timedelta(seconds=120)
     SimulationRun.objects.filter(pk__in=[stuck_running.pk, lost_queued.pk]).update(heartbeat_at=old)
