@@ -249,10 +249,8 @@ def band(values: Sequence[float | None]) -> dict[str, float | None]:
     return {"p10": float(p[0]), "p50": float(p[1]), "p90": float(p[2])}
 
 
-def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """P10/P50/P90 over replications of the headline figures and of each cluster's daily timeline."""
-    if not results:
-        raise ValueError("summarize needs at least one replication")
+def _headline_bands(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """P10/P50/P90 of the headline figures over replications (full or compact: both carry them)."""
     out: dict[str, Any] = {"replications": len(results)}
     for key in SUMMARY_KEYS:
         out[key] = band([float(r[key]) for r in results])
@@ -264,14 +262,25 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["replications_meeting_all_deadlines"] = sum(1 for r in results if r["deadlines_missed"] == 0)
     if all("costs" in r for r in results):
         out["usd_per_delivered_gpu_hour"] = band([r["costs"]["usd_per_delivered_gpu_hour"] for r in results])
+    return out
+
+
+def _series_bands(series: Sequence[Sequence[float]]) -> dict[str, list[float]]:
+    """Per-point P10/P50/P90 across replications of one series (rounded to 0.01 GPU)."""
+    p = np.percentile(np.asarray(series, dtype=float), [10, 50, 90], axis=0)
+    return {name: [round(float(x), 2) for x in row] for name, row in zip(("p10", "p50", "p90"), p, strict=True)}
+
+
+def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """P10/P50/P90 over replications of the headline figures and of each cluster's daily timeline."""
+    if not results:
+        raise ValueError("summarize needs at least one replication")
+    out = _headline_bands(results)
     tl: dict[str, dict[str, dict[str, list[float]]]] = {}
     for name in results[0]["timeline"]:
         tl[name] = {}
         for key in ("allocated", "productive", "failed", "idle", "fragmented"):
-            arr = np.asarray([r["timeline"][name][key] for r in results], dtype=float)
-            p = np.percentile(arr, [10, 50, 90], axis=0)
-            tl[name][key] = {"p10": [round(float(x), 2) for x in p[0]], "p50": [round(float(x), 2) for x in p[1]],
-                             "p90": [round(float(x), 2) for x in p[2]]}
+            tl[name][key] = _series_bands([r["timeline"][name][key] for r in results])
         tl[name]["capacity"] = {"p50": results[0]["timeline"][name]["capacity"]}
     out["timeline"] = tl
     return out
@@ -297,26 +306,12 @@ def summarize_compact(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     several workers (the chord of a replication sweep)."""
     if not results:
         raise ValueError("summarize_compact needs at least one replication")
-    out: dict[str, Any] = {"replications": len(results)}
-    for key in SUMMARY_KEYS:
-        out[key] = band([float(r[key]) for r in results])
-    out["wait_days_mean"] = band([r["wait_days"]["mean"] for r in results])
-    out["wait_days_p90"] = band([r["wait_days"]["p90"] for r in results])
-    shortfalls = [r["first_shortfall_day"] for r in results]
-    out["first_shortfall_day"] = band(shortfalls)
-    out["replications_with_shortfall"] = sum(1 for s in shortfalls if s is not None)
-    out["replications_meeting_all_deadlines"] = sum(1 for r in results if r["deadlines_missed"] == 0)
-    if all("costs" in r for r in results):
-        out["usd_per_delivered_gpu_hour"] = band([r["costs"]["usd_per_delivered_gpu_hour"] for r in results])
+    out = _headline_bands(results)
     weeks: dict[str, dict[str, dict[str, list[float]]]] = {}
     if all("weekly" in r for r in results):
         for name in results[0]["weekly"]:
             weeks[name] = {}
             for key in WEEKLY_KEYS:
-                arr = np.asarray([r["weekly"][name][key] for r in results], dtype=float)
-                p = np.percentile(arr, [10, 50, 90], axis=0)
-                weeks[name][key] = {"p10": [round(float(x), 2) for x in p[0]],
-                                    "p50": [round(float(x), 2) for x in p[1]],
-                                    "p90": [round(float(x), 2) for x in p[2]]}
+                weeks[name][key] = _series_bands([r["weekly"][name][key] for r in results])
     out["weekly"] = weeks
     return out
