@@ -1,6 +1,6 @@
 """Portal/API hardening: CSRF on session writes, security headers + CSP, rate limits, tokens at rest.
 
-``manage.py check --deploy`` in production mode is covered by tests/test_settings_env.py (not repeated
+``manage.py check --deploy`` in production mode is covered by tests/planner/test_settings_env.py (not repeated
 here); this file checks what a browser actually receives.
 """
 
