@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
@@ -19,6 +20,8 @@ from core.errors import ValidationError
 from planning import services
 from planning.models import Catalog, CatalogVersion, ObjectChange
 from planning.selectors import catalog_items_for_display
+from portal.filters import CatalogItemFilter
+from portal.tables import CatalogItemTable
 from portal.views.common import _can, _error_dict, _team_for_create
 
 logger = logging.getLogger(__name__)
@@ -28,18 +31,7 @@ CATALOG_KIND_LABELS = [
     ("gpu", "GPUs"), ("server", "Servers"), ("nic", "NICs"), ("switch", "Switches"),
     ("transceiver", "Optics"), ("cable", "Cables"), ("facility", "Facility"), ("reliability", "Reliability"),
 ]
-SORTS = {"key", "name", "unit_price_usd", "power_w"}
-SPEC_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "gpu": [("bf16_dense_tflops", "BF16 TFLOP/s"), ("fp8_dense_tflops", "FP8 TFLOP/s"), ("hbm_gb", "HBM GB"),
-            ("nvlink_gbytes_per_s", "NVLink GB/s")],
-    "server": [("gpu", "GPU"), ("gpus_per_server", "GPUs"), ("nodes_per_rack", "Per rack")],
-    "nic": [("gbps", "Gb/s"), ("ports", "Ports"), ("form", "Form"), ("fabrics", "Fabrics")],
-    "switch": [("fabric", "Fabric"), ("radix", "Radix"), ("port_gbps", "Port Gb/s"), ("switching_tbps", "Tb/s")],
-    "transceiver": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("reach", "Reach")],
-    "cable": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("max_m", "Max m")],
-    "facility": [("usd_per_kwh", "$/kWh"), ("pue", "PUE"), ("depreciation_years", "Depr. years")],
-    "reliability": [("component", "Component"), ("rate_per_unit_day", "Rate / unit·day")],
-}
+ITEMS_PER_PAGE = 50
 
 
 @login_required
@@ -63,40 +55,20 @@ def catalog(request: HttpRequest) -> HttpResponse:
     counts: dict[str, int] = {}
     for item in items:
         counts[item["kind"]] = counts.get(item["kind"], 0) + 1
-    kind = request.GET.get("kind") or "gpu"
-    sort = request.GET.get("sort") or "key"
-    rows = _item_rows(items, kind=kind, query=request.GET.get("q") or "", sort=sort)
-    spec_cols = SPEC_COLUMNS.get(kind, [])
+    item_filter = CatalogItemFilter(request.GET)
+    kind = item_filter.kind_value()
+    table = CatalogItemTable(item_filter.rows(items), kind=kind)
+    RequestConfig(request, paginate={"per_page": ITEMS_PER_PAGE}).configure(table)
     history = _version_history(selected, versions) if selected else []
     return render(request, "portal/catalog.html", {
         "catalogs": catalogs, "selected": selected, "versions": versions, "version": version,
         "kinds": [(k, label, counts.get(k, 0)) for k, label in CATALOG_KIND_LABELS if counts.get(k)],
-        "kind": kind, "q": request.GET.get("q", ""), "sort": sort, "rows": rows, "spec_cols": spec_cols,
+        "kind": kind, "q": request.GET.get("q", ""), "table": table,
         "history": history, "builtin": version is None,
         "can_edit": selected is not None and selected.team_id is not None
         and _can(request, selected.team_id, Capability.CATALOG),
         "can_fork": bool(visible_team_ids(request, Capability.CATALOG)),
     })
-
-
-def _item_rows(items: list[dict[str, Any]], *, kind: str, query: str, sort: str) -> list[dict[str, Any]]:
-    """The items of one kind matching ``query`` (key, name, source), sorted by ``sort`` (``-`` = descending;
-    items without the value last), each with its kind's spec columns."""
-    q = query.strip().lower()
-    rows = [i for i in items if i["kind"] == kind and (not q or q in f"{i['key']} {i['name']} {i.get('source', '')}".lower())]
-    field = sort.lstrip("-")
-    if field in SORTS:
-        present = [r for r in rows if r.get(field) is not None]
-        missing = [r for r in rows if r.get(field) is None]
-        present.sort(key=lambda r: (r[field].lower() if isinstance(r[field], str) else r[field]),
-                     reverse=sort.startswith("-"))
-        rows = present + missing
-    spec_cols = SPEC_COLUMNS.get(kind, [])
-    for r in rows:
-        specs = r.get("specs") or {}
-        r["spec_values"] = [", ".join(map(str, v)) if isinstance(v, list) else v
-                            for v in (specs.get(k) for k, _ in spec_cols)]
-    return rows
 
 
 def _version_history(selected: Catalog, versions: list[CatalogVersion]) -> list[dict[str, Any]]:

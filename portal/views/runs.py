@@ -1,4 +1,4 @@
-"""Run and sweep pages: list with filters, detail with live progress, cancel."""
+"""Run and sweep pages: list (django-tables2, django-filter), detail with live progress, cancel."""
 
 from __future__ import annotations
 
@@ -8,47 +8,46 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from accounts.scoping import visible_team_ids
 from core.errors import ValidationError
+from portal.filters import RunFilter, filtered
+from portal.tables import RunTable, SweepTable
 from portal.views.common import _can, _error_dict, _htmx, _require, _runs_for
 from portal.views.run_page import run_context
 from simulations import services as sim_services
-from simulations.models import ACTIVE_STATUSES, RunStatus, Sweep
+from simulations.models import ACTIVE_STATUSES, TERMINAL_STATUSES, RunStatus, Sweep
 
 logger = logging.getLogger(__name__)
 
 
-RUN_FILTERS = {"active": list(ACTIVE_STATUSES), "succeeded": [RunStatus.SUCCEEDED], "failed": [RunStatus.FAILED],
-               "cancelled": [RunStatus.CANCELLED]}
+RUNS_PER_PAGE = 50
+SWEEPS_PER_PAGE = 10
 
 
 @login_required
 @require_GET
 def runs(request: HttpRequest) -> HttpResponse:
-    qs = _runs_for(request).order_by("-created_at")
-    status = request.GET.get("status", "")
-    if status in RUN_FILTERS:
-        qs = qs.filter(status__in=RUN_FILTERS[status])
-    if request.GET.get("scenario"):
-        if not request.GET["scenario"].isdigit():
-            raise Http404("No such scenario.")
-        qs = qs.filter(scenario_id=request.GET["scenario"])
-    rows = list(qs[:100])
-    sweeps = list(Sweep.objects.for_request(request).select_related("scenario")
-                  .annotate(done=Count("runs", filter=Q(runs__status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED,
-                                                                           RunStatus.CANCELLED])))
-                  .order_by("-created_at")[:10])
+    run_filter = RunFilter(request.GET, queryset=_runs_for(request).order_by("-created_at"), request=request)
+    rows = filtered(run_filter, not_found=("scenario",))
+    plan_teams = set(visible_team_ids(request, Capability.PLAN))
+    table = RunTable(rows, plan_teams=plan_teams)
+    sweep_rows = (Sweep.objects.for_request(request).select_related("scenario")
+                  .annotate(done=Count("runs", filter=Q(runs__status__in=TERMINAL_STATUSES))).order_by("-created_at"))
+    sweeps = SweepTable(sweep_rows, prefix="sweeps-")
+    RequestConfig(request, paginate={"per_page": RUNS_PER_PAGE}).configure(table)
+    RequestConfig(request, paginate={"per_page": SWEEPS_PER_PAGE}).configure(sweeps)
     ctx = {
-        "runs": rows, "sweeps": sweeps, "status": status,
-        "any_active": any(r.status in ACTIVE_STATUSES for r in rows)
-        or any(s.status in ACTIVE_STATUSES for s in sweeps),
-        "plan_teams": set(visible_team_ids(request, Capability.PLAN)),
+        "table": table, "sweeps": sweeps, "status": run_filter.form.cleaned_data.get("status") or "",
+        # poll while anything listed may still change
+        "any_active": rows.filter(status__in=ACTIVE_STATUSES).exists()
+        or sweep_rows.filter(status__in=ACTIVE_STATUSES).exists(),
     }
     if _htmx(request) and request.GET.get("partial") == "table":
         return render(request, "portal/_runs_live.html", ctx)
