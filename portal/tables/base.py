@@ -9,7 +9,7 @@ package imports no template tags; metric columns take their label and format fro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import django_tables2 as tables
@@ -75,15 +75,40 @@ class MissingLastListData(TableListData):
         self.data = rows
 
 
+RunOf = str | Callable[[Any], Any] | None
+
+
+def run_of(record: Any, where: RunOf) -> Any:
+    """The run a row shows: the row itself (``None``), an accessor (``recent_runs.0``) or a function of the row."""
+    if where is None:
+        return record
+    if callable(where):
+        return where(record)
+    return Accessor(where).resolve(record, quiet=True)
+
+
+class RunLinkColumn(tables.TemplateColumn):
+    """A link to a run (``#12``) with its status badge, or ``never`` when there is none."""
+
+    def __init__(self, *, run: RunOf, url: str = "run-detail", never: str = "never run", **kwargs: Any):
+        self.run, self.url, self.never = run, url, never
+        kwargs.setdefault("orderable", False)
+        super().__init__(template_name="portal/tables/run_link.html", **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "run": run_of(kwargs["record"], self.run),
+                "run_url": self.url, "never": self.never}
+
+
 class MetricColumn(tables.TemplateColumn):
     """A figure of a run's stored result, by its path in the metric registry (label, format). A run that does
     not fit in GPU memory shows the red "does not fit" badge instead of a figure, never a number to compare.
 
-    ``run``: where the run is on the row, an accessor (``recent_runs.0``); ``None``: the row is the run."""
+    ``run``: where the run is on the row (see :func:`run_of`)."""
 
-    def __init__(self, path: str, *, run: str | None = None, verbose_name: str | None = None, **kwargs: Any):
+    def __init__(self, path: str, *, run: RunOf = None, verbose_name: str | None = None, **kwargs: Any):
         spec = registry.get(path)
-        self.path, self.run_attr = path, run
+        self.path, self.run = path, run
         self.format = spec.format if spec is not None else "num"
         kwargs.setdefault("orderable", False)
         kwargs.setdefault("attrs", NUM)
@@ -93,7 +118,7 @@ class MetricColumn(tables.TemplateColumn):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         record = kwargs["record"]
-        run = Accessor(self.run_attr).resolve(record, quiet=True) if self.run_attr else record
+        run = run_of(record, self.run)
         result = getattr(run, "result", None)
         context.update(run=run, fit=fit_problem(run) if run is not None else None,
                        value=registry.value(result if isinstance(result, dict) else None, self.path),

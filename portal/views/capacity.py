@@ -13,25 +13,28 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
+from accounts.scoping import visible_team_ids
 from core.errors import ValidationError
 from planning.models import CapacityPlan
+from portal.tables import CapacityPlanTable
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
-from simulations.services.capacity_plans import capacity_plan_submit, plan_runs
+from simulations.services.capacity_plans import capacity_plan_submit
 
+PLANS_PER_PAGE = 50
 SERIES = (("productive", "Productive", 2), ("failed", "Lost to failures and repair", 3), ("idle", "Idle", 6))
 
 
 @login_required
 @require_GET
 def capacity_plans(request: HttpRequest) -> HttpResponse:
-    plans = list(CapacityPlan.objects.for_request(request).select_related("team").order_by("name", "pk"))
-    rows = [{"plan": p, "latest": plan_runs(p).first(), "can_plan": _can(request, p.team_id, Capability.PLAN),
-             "clusters": len(p.document.get("clusters") or []), "jobs": len(p.document.get("jobs") or []),
-             "candidates": len(p.document.get("candidates") or [])} for p in plans]
-    return render(request, "portal/capacity_plans.html", {"rows": rows, "section": "capacity"})
+    table = CapacityPlanTable(CapacityPlan.objects.for_request(request).select_related("team").order_by("name", "pk"),
+                              plan_teams=set(visible_team_ids(request, Capability.PLAN)))
+    RequestConfig(request, paginate={"per_page": PLANS_PER_PAGE}).configure(table)
+    return render(request, "portal/capacity_plans.html", {"table": table, "section": "capacity"})
 
 
 @login_required

@@ -14,9 +14,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from planning.models import Scenario
+from portal.tables import FabricRunTable
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
@@ -40,6 +42,7 @@ ROUTING_MODES = (
     ("scenario", "The scenario's own routing"),
     *((r, r) for r in ROUTINGS),
 )
+STUDIES_PER_PAGE = 20
 TIER_LABELS = {"nvlink": "NVLink", "nic": "NIC ↔ leaf", "leaf-spine": "Leaf ↔ spine", "spine-core": "Spine ↔ core"}
 
 
@@ -110,7 +113,8 @@ def fabric(request: HttpRequest) -> HttpResponse:
                     messages.info(request, f"Nothing changed since study #{run.pk}; its stored result is shown.")
                 return HttpResponseRedirect(reverse("fabric-run", args=[run.pk]))
         status = 400
-    recent = list(_fabric_runs(request).order_by("-created_at")[:20])
+    recent = FabricRunTable(_fabric_runs(request).order_by("-created_at"))
+    RequestConfig(request, paginate={"per_page": STUDIES_PER_PAGE}).configure(recent)
     return render(request, "portal/fabric.html", {"form": form, "recent": recent, "section": "fabric"},
                   status=status)
 

@@ -7,11 +7,12 @@ import logging
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count
+from django.db.models import Count, F, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
@@ -19,21 +20,24 @@ from core.errors import ValidationError
 from planning import services
 from planning.models import Fleet
 from portal.forms import FleetForm
+from portal.tables import FleetTable
 from portal.views.common import _catalog_items, _error_dict, _require, _team_for_create
 
 logger = logging.getLogger(__name__)
+
+FLEETS_PER_PAGE = 50
 
 
 @login_required
 @require_GET
 def fleets(request: HttpRequest) -> HttpResponse:
-    rows = list(Fleet.objects.for_request(request).select_related("team").annotate(n_scenarios=Count("scenarios"))
-                .order_by("name"))
+    rows = Fleet.objects.for_request(request).select_related("team").annotate(n_scenarios=Count("scenarios"))
+    table = FleetTable(rows.order_by("name"), plan_teams=set(visible_team_ids(request, Capability.PLAN)))
+    RequestConfig(request, paginate={"per_page": FLEETS_PER_PAGE}).configure(table)
     return render(request, "portal/fleets.html", {
-        "fleets": rows,
-        "gpu_total": sum(f.gpus for f in rows),
+        "table": table,
+        "gpu_total": rows.aggregate(n=Sum(F("server_count") * F("gpus_per_node")))["n"] or 0,
         "can_plan": active_team(request, Capability.PLAN) is not None,
-        "plan_teams": set(visible_team_ids(request, Capability.PLAN)),
     })
 
 

@@ -8,16 +8,19 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from core.errors import ValidationError
 from planning.services import scenario_document
 from portal import charts
 from portal.panels import own_configuration_run
+from portal.tables import ReportTable
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import reports as comparison
 from simulations import services as sim_services
@@ -25,6 +28,8 @@ from simulations.models import Report, RunStatus, SimulationRun, Sweep
 from simulations.selectors import report_list, runs_by_ids
 
 logger = logging.getLogger(__name__)
+
+REPORTS_PER_PAGE = 50
 
 
 def _compare_runs(request: HttpRequest) -> tuple[list[SimulationRun], SimulationRun | None, Sweep | None]:
@@ -112,8 +117,11 @@ def compare(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def reports(request: HttpRequest) -> HttpResponse:
-    rows = list(report_list(request).select_related("baseline", "team", "created_by").order_by("-updated_at"))
-    return render(request, "portal/reports.html", {"reports": rows})
+    rows = (report_list(request).select_related("baseline__scenario", "team", "created_by")
+            .annotate(n_runs=Count("runs", distinct=True)).order_by("-updated_at"))
+    table = ReportTable(rows)
+    RequestConfig(request, paginate={"per_page": REPORTS_PER_PAGE}).configure(table)
+    return render(request, "portal/reports.html", {"table": table})
 
 
 @login_required

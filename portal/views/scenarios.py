@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
@@ -24,6 +25,7 @@ from planning.services import document_validate, fleet_cluster
 from portal import charts, panels
 from portal.forms import ScenarioBuilderForm, SweepForm
 from portal.presets import presets_for_js
+from portal.tables import ScenarioTable
 from portal.views.common import _can, _catalog_items, _error_dict, _require, _team_for_create
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, SimulationRun
@@ -31,26 +33,20 @@ from simulations.services import advice as advice_services
 
 logger = logging.getLogger(__name__)
 
+SCENARIOS_PER_PAGE = 50
+
 
 @login_required
 @require_GET
 def scenarios(request: HttpRequest) -> HttpResponse:
     last_run = SimulationRun.objects.filter(sweep__isnull=True).order_by("-created_at")
-    rows = list(
-        Scenario.objects.for_request(request)
-        .select_related("workload", "fleet", "team")
-        .prefetch_related(Prefetch("runs", queryset=last_run, to_attr="recent_runs"))
-        .order_by("-updated_at")
-    )
+    rows = (Scenario.objects.for_request(request).select_related("workload", "fleet", "team")
+            .prefetch_related(Prefetch("runs", queryset=last_run, to_attr="recent_runs")).order_by("-updated_at"))
     server_gpus = {i["key"]: (i.get("specs") or {}).get("gpu") for i in _catalog_items() if i.get("kind") == "server"}
-    for s in rows:
-        s.last_run = s.recent_runs[0] if s.recent_runs else None
-        s.cluster_summary = charts.cluster_summary(s, server_gpus)
-        s.last_fit = panels.fit_problem(s.last_run) if s.last_run else None
+    table = ScenarioTable(rows, server_gpus=server_gpus, plan_teams=set(visible_team_ids(request, Capability.PLAN)))
+    RequestConfig(request, paginate={"per_page": SCENARIOS_PER_PAGE}).configure(table)
     return render(request, "portal/scenarios.html", {
-        "scenarios": rows,
-        "can_plan": active_team(request, Capability.PLAN) is not None,
-        "plan_teams": set(visible_team_ids(request, Capability.PLAN)),
+        "table": table, "can_plan": active_team(request, Capability.PLAN) is not None,
     })
 
 

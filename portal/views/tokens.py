@@ -19,12 +19,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
+from django_tables2 import RequestConfig
 
 from accounts import services
 from accounts.models import ApiToken, Team
 from accounts.roles import Capability
 from accounts.scoping import active_team
 from core.errors import DomainError
+from portal.tables import TokenTable
 
 EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("180", "180 days"), ("365", "1 year"), ("never", "Never")]
 
@@ -62,6 +64,7 @@ def _my_tokens(request: HttpRequest) -> Any:
             .select_related("team").order_by("-created_at"))
 
 
+TOKENS_PER_PAGE = 50
 NEW_TOKEN_KEY = "fp_new_token"  # the one-time secret between the POST and the page that shows it (server-side)
 
 
@@ -100,13 +103,15 @@ def tokens(request: HttpRequest) -> HttpResponse:
             status = 400
     created, secret = None, None
     shown = request.session.pop(NEW_TOKEN_KEY, None) if request.method == "GET" else None
-    rows = list(_my_tokens(request))
-    if isinstance(shown, dict):
-        created = next((t for t in rows if t.pk == shown.get("id")), None)
+    mine = _my_tokens(request)
+    if isinstance(shown, dict) and str(shown.get("id", "")).isdigit():
+        created = mine.filter(pk=int(shown["id"])).first()
         secret = str(shown.get("secret") or "") if created is not None else None
+    table = TokenTable(mine, now=timezone.now())
+    RequestConfig(request, paginate={"per_page": TOKENS_PER_PAGE}).configure(table)
     response = render(request, "portal/tokens.html", {
-        "form": form, "tokens": rows, "created": created, "secret": secret, "can_create": bool(teams),
-        "now": timezone.now(), "api_base": request.build_absolute_uri("/api/v1/"),
+        "form": form, "table": table, "created": created, "secret": secret, "can_create": bool(teams),
+        "api_base": request.build_absolute_uri("/api/v1/"),
     }, status=status)
     response["Cache-Control"] = "no-store"  # the one-time secret must not be cached anywhere
     return response
