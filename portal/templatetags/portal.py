@@ -134,16 +134,6 @@ def field(bf: BoundField, css: str = "") -> dict[str, Any]:
 
 
 @register.simple_tag(takes_context=True)
-def sort_link(context: Any, column: str) -> str:
-    """Query string for sorting by ``column`` (toggles direction when already sorted by it)."""
-    request = context["request"]
-    params = request.GET.copy()
-    current = params.get("sort", "")
-    params["sort"] = f"-{column}" if current == column else column
-    return "?" + params.urlencode()
-
-
-@register.simple_tag(takes_context=True)
 def query(context: Any, **kwargs: Any) -> str:
     """The current query string with some parameters replaced (None removes)."""
     params = context["request"].GET.copy()
