@@ -36,6 +36,7 @@ class Context:
     head_dim: float
     q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
+    expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
     dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
     ffn: float
     mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
@@ -115,6 +116,7 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         head_dim=float(m.dim_head),
         q_dim=float(m.heads * m.dim_head),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
+        expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
         dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
         ffn=float(m.ffn_hidden),
         mats=3.0 if m.gated_ffn else 2.0,

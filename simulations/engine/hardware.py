@@ -80,6 +80,34 @@ UNFUSED_SCORE_BYTES_BWD = 11.0
 # scores; FlashAttention-2 / cuDNN fused attention is the default on Hopper and later. Scenarios that used
 # FlashAttention on A100 (e.g. MPT, LLaMA) say training.attention = "flash".
 FAMILY_ATTENTION = {"ampere": "unfused", "hopper": "flash", "blackwell": "flash"}
+# Routed-expert (grouped) GEMMs of MoE layers. Until CUTLASS 3.4 (2024-01) added SM90 grouped GEMM, the
+# grouped kernels MoE stacks used on Hopper were Ampere (SM80) kernels built on warp-level mma.sync, not on
+# Hopper's warpgroup wgmma that dense cuBLAS GEMMs (and gemm_eff above) use; cuBLAS's own grouped APIs
+# (12.5, 2024) "only leverage warp-level MMA instructions" (NVIDIA technical blog, "Introducing Grouped
+# GEMM APIs in cuBLAS"). Measured on H100, relative to Hopper-native kernels on the same problems:
+#   CUTLASS SM80 grouped GEMM about 30% slower than a loop of cuBLAS GEMMs (NVIDIA/cutlass issue 1280) -> 0.77;
+#   tgale96/grouped_gemm (Megatron-Core's --moe-grouped-gemm backend): CUTLASS SM80 116.9 vs CUTLASS SM90
+#   cooperative 160.5 TFLOP/s on 128 experts (grouped_gemm PR 37) -> 0.73;
+#   mma.sync reaches about 2/3 of H100's tensor peak (FlashAttention-3, Shah et al. 2024) against 0.81 for
+#   wgmma cuBLAS (the ceiling behind gemm_eff) -> 0.82.
+# 0.77 (the middle figure) multiplies the GEMM rate of routed experts with "warp-mma" kernels. Ampere's own
+# kernels are warp-level (factor 1). Default ("auto") per family: Hopper bf16 MoE training stacks of
+# 2023-24 (Megatron-Core grouped_gemm, DeepSeek's HAI-LLM, MegaScale-MoE) ran SM80-class grouped kernels;
+# fp8 expert GEMMs need Hopper's fp8 tensor-core path (Transformer Engine / cuBLASLt per-expert GEMMs,
+# DeepGEMM), so fp8 is "native"; Blackwell stacks use tcgen05 grouped kernels (CUTLASS SM100, cuBLAS 12.8+).
+# A 2025+ Hopper bf16 stack on CUTLASS 3.x SM90 grouped GEMM or TE GroupedLinear says expert_kernel "native".
+WARP_MMA_GROUPED_EFF = 0.77
+FAMILY_EXPERT_KERNEL = {"ampere": "native", "hopper": "warp-mma", "blackwell": "native"}
+
+
+def expert_kernel_factor(family: str, precision: str, choice: str | None) -> float:
+    """GEMM-rate factor of routed-expert GEMMs: WARP_MMA_GROUPED_EFF for warp-level kernels on a GPU whose
+    dense GEMMs use newer instructions (Hopper and later), 1.0 otherwise."""
+    if family == "ampere":
+        return 1.0
+    if choice is None:
+        choice = "native" if precision == "fp8" else FAMILY_EXPERT_KERNEL.get(family, "native")
+    return WARP_MMA_GROUPED_EFF if choice == "warp-mma" else 1.0
 
 # ------------------------------------------------------------------------------------------------ fabric
 # Protocol efficiency: NCCL bus bandwidth per NIC / line rate.

@@ -92,25 +92,20 @@ def params_per_layer(ctx: Context) -> tuple[float, float, float]:
     return attn, dense, ctx.mats * h * ctx.expert_ffn
 
 
-def total_params(ctx: Context) -> float:
-    attn, dense, expert = params_per_layer(ctx)
-    n_moe = ctx.layers - ctx.dense_layers if ctx.moe else 0.0
-    moe = ctx.experts * expert + ctx.shared_experts * expert + ctx.hidden * ctx.experts
-    return ctx.layers * attn + (ctx.layers - n_moe) * dense + n_moe * moe + 2.0 * ctx.vocab * ctx.hidden
-
-
 # ----------------------------------------------------------------------------------------- kernel times
 
 
-def _gemm_time(ctx: Context, m: Arr, k: Arr, n: Arr, count: Arr | float = 1.0, bf16: bool = False) -> Arr:
+def _gemm_time(ctx: Context, m: Arr, k: Arr, n: Arr, count: Arr | float = 1.0, bf16: bool = False,
+               kernel_eff: float = 1.0) -> Arr:
     """Time of ``count`` GEMMs (m x k) @ (k x n) per GPU: smooth roofline with a fixed per-kernel cost.
 
     efficiency = eff_max / sqrt(1 + (ridge / intensity)^2): near eff_max for large matrices, bandwidth
-    bound for thin ones (small per-GPU matrices at high TP or small micro-batches).
+    bound for thin ones (small per-GPU matrices at high TP or small micro-batches). ``kernel_eff`` scales
+    eff_max for kernels slower than the dense GEMMs (routed experts on warp-level grouped kernels).
     """
     precision = "bf16" if bf16 else ctx.precision
     b = 2.0 if bf16 else ctx.elem_bytes
-    rate = ctx.gpu.peak(precision) * ctx.gpu.gemm_eff(precision)
+    rate = ctx.gpu.peak(precision) * ctx.gpu.gemm_eff(precision) * kernel_eff
     flops = 2.0 * m * k * n
     bytes_ = b * (m * k + k * n) + 2.0 * m * n  # outputs stay bf16
     intensity = flops / bytes_
@@ -191,9 +186,9 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_attn_core = np.where(unf > 0.5, u_fwd, f_fwd)
     t_attn_core_bwd = np.where(unf > 0.5, u_bwd, 2.5 * f_fwd)
 
-    def ffn_time(ffn: float, tokens: Arr, count: Arr | float = 1.0) -> Arr:
-        return _gemm_time(ctx, tokens, h * ones, (ctx.mats - 1.0) * ffn / tp, count) + _gemm_time(
-            ctx, tokens, ffn / tp, h * ones, count
+    def ffn_time(ffn: float, tokens: Arr, count: Arr | float = 1.0, keff: float = 1.0) -> Arr:
+        return _gemm_time(ctx, tokens, h * ones, (ctx.mats - 1.0) * ffn / tp, count, kernel_eff=keff) + _gemm_time(
+            ctx, tokens, ffn / tp, h * ones, count, kernel_eff=keff
         )
 
     t_dense_ffn = ffn_time(f_d, m_tok)
@@ -209,7 +204,8 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         # routing-preference spread, expected maximum over the ep ranks)
         imb = busiest_rank_factor(ctx.experts, ep, m_tok * ctx.top_k)
         tok_expert = m_tok * ep * ctx.top_k / ctx.experts * imb  # tokens per local expert, busiest rank
-        t_moe_ffn = ffn_time(ctx.expert_ffn, tok_expert, ctx.experts / ep)
+        # routed experts run on the grouped-GEMM kernel class of the stack (hardware.expert_kernel_factor)
+        t_moe_ffn = ffn_time(ctx.expert_ffn, tok_expert, ctx.experts / ep, ctx.expert_gemm_eff)
         if ctx.shared_experts > 0:
             t_shared = ffn_time(ctx.expert_ffn * ctx.shared_experts, m_tok)
             t_moe_ffn = t_moe_ffn + t_shared
@@ -259,13 +255,18 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     act_bytes = m_tok * h * BYTES_ACT
     # MoE layers with TP: experts are tensor-parallel over the same ranks (Megatron-Core's expert tensor
     # parallelism defaults to the TP size), so the FFN-side all-gather / reduce-scatter carries every routed
-    # copy of the token (top_k) plus the shared experts' input, instead of one copy
-    ffn_copies = (1.0 - frac_moe) + frac_moe * (ctx.top_k + min(ctx.shared_experts, 1.0)) if ctx.moe else 1.0
+    # copy of the token (top_k) plus the shared experts' input, instead of one copy. Those two collectives
+    # are the token dispatcher's own NCCL calls (gather / reduce-scatter of the permuted tokens over the TP
+    # group), not Transformer Engine linear layers, so TP-overlap (userbuffers, which chunks a TE GEMM
+    # against its neighbour collective) does not hide them: they are exposed under every profile.
     t_ar_attn = coll("ar", act_bytes, tp, ones, "tp")
-    t_ar_ffn = coll("ar", act_bytes * ffn_copies, tp, ones, "tp") if ffn_copies != 1.0 else t_ar_attn
-    t_ar = 0.5 * (t_ar_attn + t_ar_ffn)  # per TP collective, averaged over the attention and FFN sides
-    n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)
-    t_tp_layer = n_tp * t_ar * (1.0 - prof["tp_overlap"])
+    if ctx.moe:
+        t_ar_moe = coll("ar", act_bytes * (ctx.top_k + min(ctx.shared_experts, 1.0)), tp, ones, "tp")
+    else:
+        t_ar_moe = t_ar_attn
+    n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)  # half on the attention side, half on the FFN side
+    t_tp_hideable = 0.5 * n_tp * (t_ar_attn + (1.0 - frac_moe) * t_ar_attn)
+    t_tp_layer = t_tp_hideable * (1.0 - prof["tp_overlap"]) + 0.5 * n_tp * frac_moe * t_ar_moe
 
     # ---- CP: all-gather K,V forward, all-gather + reduce-scatter of dK,dV backward (ring attention),
     # overlapped with the attention core it feeds
@@ -407,7 +408,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     t_opt = _mem_time(ctx, opt_params * hw.OPTIMIZER_BYTES_PER_PARAM)
 
     # ---- interference: collectives hidden behind compute still take SMs and HBM bandwidth from it
-    tp_hidden_mb = stage_share * ctx.layers * n_tp * t_ar * prof["tp_overlap"]
+    tp_hidden_mb = stage_share * ctx.layers * t_tp_hideable * prof["tp_overlap"]
     interf_mb = hw.OVERLAP_INTERFERENCE * (tp_hidden_mb + tl["hidden"])
     dp_hidden = np.where((dpc > 1) & (zero < 3), (grad_step - exposed_grad) + (t_pgather - exposed_pg), 0.0)
     interf_dp = hw.OVERLAP_INTERFERENCE * np.maximum(dp_hidden, 0.0)

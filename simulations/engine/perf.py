@@ -383,12 +383,3 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     if n_fit == 0:
         r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
     return r
-
-
-def evaluate_layouts(scenario: Mapping[str, Any] | Scenario, layouts: Layouts,
-                     catalog: Catalog | None = None, calibration: Any = None) -> dict[str, Arr]:
-    """Raw vectorised evaluation of arbitrary layouts (benchmarks, analysis)."""
-    s = parse_scenario(scenario, catalog)
-    calibration = _document_calibration(s, catalog, calibration)
-    _, ctx = _prepare(s, catalog, calibration)
-    return evaluate(ctx, layouts)

@@ -37,6 +37,7 @@ from simulations.engine.spec import (
     ATTENTION,
     AUTO,
     DEFAULT_QPS,
+    EXPERT_KERNELS,
     FABRICS,
     FRAMEWORKS,
     LEAF_PLACEMENTS,
@@ -56,7 +57,8 @@ from simulations.engine.spec import (
 from simulations.engine.topology import Topology, build_topology
 
 __all__ = [  # the parser, and the types and enums of .spec it returns (import them from here or from .spec)
-    "ATTENTION", "AUTO", "DEFAULT_QPS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS", "RECOMPUTE",
+    "ATTENTION", "AUTO", "DEFAULT_QPS", "EXPERT_KERNELS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS",
+    "RECOMPUTE",
     "ROUTINGS", "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec",
     "Scenario", "ScenarioError", "TrainingSpec", "default_server_key", "parse_cluster", "parse_scenario",
     "scenario_to_dict", "topology_for",
@@ -75,7 +77,7 @@ MODEL_KEYS = {
 MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
 TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout",
-                 "framework"}
+                 "framework", "expert_kernel"}
 TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
@@ -236,6 +238,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
         attention=_choice(d, "attention", path, ATTENTION, AUTO, allow_auto=True),
         dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
         framework=_choice(d, "framework", path, FRAMEWORKS, AUTO, allow_auto=True),
+        expert_kernel=_choice(d, "expert_kernel", path, EXPERT_KERNELS, AUTO, allow_auto=True),
     )
 
 

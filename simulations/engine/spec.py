@@ -21,6 +21,7 @@ __all__ = [
     "ATTENTION",
     "AUTO",
     "DEFAULT_QPS",
+    "EXPERT_KERNELS",
     "FABRICS",
     "FRAMEWORKS",
     "LEAF_PLACEMENTS",
@@ -51,6 +52,12 @@ RECOMPUTE = ("none", "selective", "full")
 # attention kernel: "flash" (fused, scores never in HBM) or "unfused" (scores materialised: Megatron-LM
 # 2021-22 scale-mask-softmax + dropout); "auto" = the GPU family's default (hardware.FAMILY_ATTENTION)
 ATTENTION = ("flash", "unfused")
+# routed-expert (grouped) GEMM kernels of MoE layers: "warp-mma" = Ampere-class warp-level MMA kernels
+# (CUTLASS 2.x grouped GEMM as in the grouped_gemm package Megatron-Core used, cuBLAS 12.5 grouped APIs),
+# "native" = the generation's own tensor-core instructions (Hopper wgmma: CUTLASS 3.x SM90 grouped GEMM,
+# DeepGEMM, Transformer Engine per-expert cuBLASLt GEMMs); "auto" = the family default for the precision
+# (hardware.FAMILY_EXPERT_KERNEL)
+EXPERT_KERNELS = ("warp-mma", "native")
 # training framework whose overlap defaults the performance model applies ("auto" = None: the model's default)
 FRAMEWORKS = ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2")
 FABRICS = ("infiniband", "roce")
@@ -188,6 +195,7 @@ class TrainingSpec:
     # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
     dropout: bool | None = None
     framework: str | None = None  # one of FRAMEWORKS; None = auto
+    expert_kernel: str | None = None  # one of EXPERT_KERNELS; None = auto (family and precision default)
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         out["training"]["dropout"] = t.dropout
     if t.framework is not None:
         out["training"]["framework"] = t.framework
+    if t.expert_kernel is not None:
+        out["training"]["expert_kernel"] = t.expert_kernel
     if s.name:
         out["name"] = s.name
     if s.description:

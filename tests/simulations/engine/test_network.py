@@ -134,13 +134,17 @@ def test_unfit_layout_has_null_throughput() -> None:
 def test_network_bound_rows() -> None:
     rows = validation_rows(load_runs(NETWORK_RUNS))
     s = summary(rows)
-    # MegaScale 175B (dense) and Fire-Flyer DeepSeekMoE rows meet the target; the three MegaScale-MoE
-    # rows do not (docs/performance-model.md section 15) and are reported, not asserted
-    met = [r for r in rows if "megascale-moe" not in r.run_id]
-    assert len(met) == 7
-    assert summary(met)["mape"] <= 0.10, report_rows(rows)
-    assert summary(met)["worst"] <= 0.25, report_rows(rows)
     assert s["rows"] == 10
+    # the mean target holds over every row
+    assert s["mape"] <= 0.10, report_rows(rows)
+    # every row but one is within 25%: the Megatron-LM arm of MegaScale-MoE is predicted fast, by more than the
+    # communication explains (the source's own TP+TP no-overlap variant is ~1.4x faster than that arm,
+    # tests/simulations/engine/test_moe_kernels.py reproduces the communication part); reported, not hidden
+    weak = [r for r in rows if r.run_id == "megascale-moe-352b-megatronlm-1440"]
+    met = [r for r in rows if r not in weak]
+    assert len(met) == 9 and len(weak) == 1
+    assert summary(met)["worst"] <= 0.25, report_rows(rows)
+    assert weak[0].error < 0  # still optimistic: if it ever flips, the explanation above is wrong
 
 
 def _with(doc: dict, **training: object) -> dict:
