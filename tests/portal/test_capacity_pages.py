@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from tests.domain.test_capacity_plans import PLAN
+from tests.simulations.api.test_capacity_plans import PLAN
 
 pytestmark = pytest.mark.django_db
 
