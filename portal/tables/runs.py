@@ -44,8 +44,8 @@ class RunTable(PortalTable):
     def render_run(self, record: Any) -> str:
         return format_html('<a href="{}">#{}</a>', reverse("run-detail", args=[record.pk]), record.pk)
 
-    def render_kind(self, value: str) -> str:
-        return format_html('<span class="badge badge-kind">{}</span>', value)
+    def render_kind(self, record: Any) -> str:
+        return format_html('<span class="badge badge-kind">{}</span>', record.kind)  # the short name, as before
 
 
 class SweepTable(PortalTable):
