@@ -7,7 +7,7 @@ import logging
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, F, Sum
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -36,7 +36,7 @@ def fleets(request: HttpRequest) -> HttpResponse:
     RequestConfig(request, paginate={"per_page": FLEETS_PER_PAGE}).configure(table)
     return render(request, "portal/fleets.html", {
         "table": table,
-        "gpu_total": rows.aggregate(n=Sum(F("server_count") * F("gpus_per_node")))["n"] or 0,
+        "gpu_total": sum(f.gpus for f in rows),  # every visible fleet, not only this page's
         "can_plan": active_team(request, Capability.PLAN) is not None,
     })
 
