@@ -17,9 +17,6 @@ MAX_LINES = 500
 CROSS_CUTTING = ("architecture", "security", "integration", "browser", "deploy")
 NOT_PACKAGES = ("data",)  # reference figures and calibration files, no Python
 RETIRED = ("engine", "domain", "foundation")  # the old grouping by kind; must not come back
-# TEMPORARY: tests/portal/test_capacity_pages.py still imports PLAN from tests.domain.test_capacity_plans, a
-# re-export holding no tests. Delete this entry together with tests/domain once that import moves.
-SHIMS = {"domain": {"__init__.py", "test_capacity_plans.py"}}
 
 
 def test_no_module_over_500_lines() -> None:
@@ -74,13 +71,8 @@ def layout_problems(root: Path, apps: tuple[str, ...] = PACKAGES) -> list[str]:
     for folder in sorted(p for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"):
         name = folder.name
         if name in RETIRED:
-            allowed = SHIMS.get(name, set())
-            extra = sorted(p.name for p in folder.iterdir() if p.name != "__pycache__" and p.name not in allowed)
-            holds_tests = any("def test" in (folder / f).read_text(encoding="utf-8")
-                              for f in allowed if (folder / f).exists())
-            if extra or holds_tests or not allowed:
-                problems.append(f"tests/{name}/: the old grouping by kind is retired; put tests under "
-                                f"tests/<app>/ (e.g. tests/simulations/engine/) or a cross-cutting suite")
+            problems.append(f"tests/{name}/: the old grouping by kind is retired; put tests under "
+                            f"tests/<app>/ (e.g. tests/simulations/engine/) or a cross-cutting suite")
         elif name not in (*apps, *CROSS_CUTTING, *NOT_PACKAGES):
             problems.append(f"tests/{name}/: neither an app ({', '.join(apps)}) nor a cross-cutting suite "
                             f"({', '.join(CROSS_CUTTING)})")
