@@ -62,14 +62,18 @@ def memory_per_gpu(ctx: Context, lay: Layouts, *, prof: dict[str, Arr], params_g
     fp8_act = ctx.elem_bytes == 1.0
     rep_act = (8.0 + (2.0 if ctx.dropout else 0.0) - (2.0 if fp8_act else 0.0)) * h
     ffn_act_dense = ((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * f_d
-    # MoE: the FFN part per active expert, plus each dispatched copy of the token (the experts' input,
-    # kept in the dispatch precision, 1 B with fp8 dispatch) and each expert output kept for the
-    # combine's backward (bf16)
+    # MoE: the FFN part per active expert (sharded by expert tensor parallelism = TP), plus each dispatched
+    # copy of the token (the experts' input, kept in the dispatch precision, 1 B with fp8 dispatch) and each
+    # expert output kept for the combine's backward (bf16). Those two are full-width (h) on every TP rank:
+    # Megatron-Core's dispatchers gather the routed tokens over the TP group before the column-parallel
+    # expert GEMM (all-to-all dispatcher: gather of the permuted tokens; all-gather dispatcher: gather of the
+    # hidden states over TP x EP, then the local experts' rows), and the row-parallel output is a full-width
+    # partial sum until the reduce-scatter - so they are not divided by t.
     ffn_act_moe = (((4.0 if ctx.mats == 2.0 else 6.0) - (1.0 if fp8_act else 0.0)) * ctx.expert_ffn
-                   * (ctx.top_k + ctx.shared_experts)
-                   + (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h)
+                   * (ctx.top_k + ctx.shared_experts))
+    routed_copies = frac_moe * (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h
     shard_act = (4.0 + (1.0 if fp8_act else 0.0)) * qd + 4.0 * kvd + (1.0 - frac_moe) * ffn_act_dense + frac_moe * ffn_act_moe
-    act_layer_tok = rep_act / sp_div + shard_act / tp
+    act_layer_tok = rep_act / sp_div + shard_act / tp + routed_copies
     # selective recompute drops the tensors it regenerates, each term taken from the counts above: the
     # layernorm outputs = the QKV and FFN-in GEMM inputs (2 x 2h, fp8 2 x 1h; LN inputs stay for the
     # recompute and the LN backward), and the activation-function output = the FFN-out GEMM input

@@ -127,3 +127,20 @@ def test_megascale_moe_parallelism_ablation() -> None:
     gain = tp_tp.step_time_s / sp_ep.step_time_s
     assert gain == pytest.approx(1.28, rel=0.10), gain
     assert tp_tp.breakdown_s["tp_comm"] > 0.1 * tp_tp.step_time_s  # the gain is TP communication
+
+
+def test_routed_token_copies_are_full_width_on_every_tp_rank() -> None:
+    """With expert tensor parallelism = TP, the dispatcher gathers the routed tokens over the TP group before
+    the column-parallel expert GEMM: each TP rank keeps every routed copy at full width h (input and output),
+    so one more routed copy per token costs m_tok x (2 + 2) B x h per layer on each GPU, not 1/t of it."""
+    def mem(top_k: int) -> float:
+        doc = _moe(tp=8, ep=1)
+        doc["model"]["moe"].update(top_k=top_k, expert_ffn_hidden=512)
+        doc["parallelism"]["pp"] = 1
+        return predict(doc).memory_gb_per_gpu * 1e9
+
+    m_tok, h, layers = 4096, 4096, 8  # micro-batch 1 x seq 4096, no CP; pp 1: one micro-batch in flight
+    one_copy = m_tok * 4.0 * h * layers
+    extra = mem(3) - mem(2)
+    assert extra > 0.9 * one_copy, (extra, one_copy)
+    assert extra < 1.5 * one_copy  # plus the (TP-sharded) expert FFN activations of that copy
