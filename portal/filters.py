@@ -1,8 +1,8 @@
 """Filters of the portal's list pages: django-filter FilterSets over querysets, a form over the catalog's items.
 
-Related-object choices are the caller's visible rows (``Model.objects.for_request(request)``, the one
-visibility rule): another team's id is not a valid choice, and the page answers 404 naming it, as it would
-for an object it cannot see.
+A FilterSet only narrows a queryset that already went through the one visibility rule
+(``Model.objects.for_request(request)``), so an id filter cannot reach another team's rows: another team's
+scenario id and an id that names nothing answer the same (no rows), and the page does not tell them apart.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest
+from django.http import Http404
 
-from planning.models import CATALOG_KINDS, Scenario
+from planning.models import CATALOG_KINDS
 from simulations.models import ACTIVE_STATUSES, RunStatus, SimulationRun
 
 # the runs page's status tabs: a tab may stand for several statuses ("active" = queued or running)
@@ -24,15 +24,20 @@ RUN_STATUS_GROUPS: dict[str, list[str]] = {
 }
 
 
-def _visible_scenarios(request: HttpRequest) -> QuerySet[Scenario]:
-    return Scenario.objects.for_request(request)
+class IdFilter(django_filters.NumberFilter):
+    """A database id: a whole number from 1 to the largest 64-bit integer (anything else is a bad value)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
 
 
 class RunFilter(django_filters.FilterSet):
     """``?status=active|succeeded|failed|cancelled`` (anything else: every status) and ``?scenario=<id>``."""
 
     status = django_filters.ChoiceFilter(choices=[(k, k) for k in RUN_STATUS_GROUPS], method="filter_status")
-    scenario = django_filters.ModelChoiceFilter(queryset=_visible_scenarios)
+    scenario = IdFilter(field_name="scenario_id")
 
     class Meta:
         model = SimulationRun
@@ -43,8 +48,8 @@ class RunFilter(django_filters.FilterSet):
 
 
 def filtered(filterset: django_filters.FilterSet, *, not_found: tuple[str, ...] = ()) -> QuerySet:
-    """The filtered rows; a bad value of a filter in ``not_found`` (an object the caller cannot see, or no
-    object at all) answers 404 naming it. A bad value of any other filter is ignored."""
+    """The filtered rows; a bad value of a filter in ``not_found`` (an id that is not a number) answers 404
+    naming it. A bad value of any other filter is ignored."""
     for name in not_found:
         if name in filterset.errors:
             raise Http404(f"No such {name}.")

@@ -125,7 +125,7 @@ def test_bad_page_numbers_answer_a_page_never_an_error(client: Any, three_runs: 
 def test_per_page_is_bounded(client: Any, three_runs: Any) -> None:
     from portal.tables.base import MAX_PER_PAGE
 
-    _, runs = three_runs
+    _ = three_runs
     for per_page, rows in (("0", 1), ("-5", 1), ("1", 1), ("x", 3), (str(10**30), 3)):
         r = client.get(reverse("runs"), {"per_page": per_page})
         assert r.status_code == 200, per_page
@@ -167,9 +167,11 @@ def test_run_filters_narrow_the_rows(client: Any, make_user: Any, team: Any, sce
         sorted(r.pk for r in failed + queued)
     assert _run_ids(client.get(reverse("runs"), {"scenario": two.pk, "status": "failed"}).content.decode()) == \
         [failed[0].pk]
-    # an unknown status tab is every run; a scenario that is not there is a 404 naming it
+    # an unknown status tab is every run; a scenario id that names nothing lists nothing; not an id: 404
     assert len(_run_ids(client.get(reverse("runs"), {"status": "bogus"}).content.decode())) == 3
-    for bad in ("abc", "999999", "-1", "1.5", "9" * 30):
+    nothing = client.get(reverse("runs"), {"scenario": 999999})
+    assert nothing.status_code == 200 and _run_ids(nothing.content.decode()) == []
+    for bad in ("abc", "-1", "0", "1.5", "9" * 30, "1e3"):
         r = client.get(reverse("runs"), {"scenario": bad})
         assert r.status_code == 404, bad
 
@@ -207,7 +209,10 @@ def test_another_teams_rows_never_appear(client: Any, make_user: Any, team: Any,
             assert "their-secret" not in html, (name, query)
             assert f'run-row-{their_runs[0].pk}"' not in html
     assert "our-run" in client.get(reverse("runs")).content.decode()
-    assert client.get(reverse("runs"), {"scenario": hidden.pk}).status_code == 404
+    # filtering by their scenario's id answers exactly like an id that names nothing: no rows, no hint
+    theirs_page = client.get(reverse("runs"), {"scenario": hidden.pk})
+    assert theirs_page.status_code == 200 and _run_ids(theirs_page.content.decode()) == []
+    assert "their-secret" not in theirs_page.content.decode()
 
 
 # --- does not fit ----------------------------------------------------------------------------------------
