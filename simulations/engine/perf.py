@@ -8,7 +8,7 @@ Settings given as ``"auto"`` are searched; the fastest layout that fits in memor
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,21 +177,18 @@ def _filter(base: dict[str, Arr], keep: npt.NDArray[np.bool_]) -> dict[str, Arr]
     return {k: v[keep] for k, v in base.items()}
 
 
-def _opts(value: int | None, auto: list[int]) -> Arr:
-    return np.asarray([value] if value is not None else auto, dtype=np.float64)
+def _opts(value: int | None, auto: Callable[[], list[int]]) -> Arr:
+    """The fixed ``value``, or the "auto" options (computed only when needed: a fixed layout pays nothing)."""
+    return np.asarray([value] if value is not None else auto(), dtype=np.float64)
 
 
 def candidate_layouts(s: Scenario) -> Layouts:
     """Every layout allowed by the scenario: fixed settings as given, "auto" ones enumerated."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
     gpus = c.gpus
-    gdiv = divisors(gpus)
-    tp_auto = [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0]
-    pp_auto = [d for d in gdiv if d <= m.layers]
-    cp_auto = [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP]
-    base: dict[str, Arr] = {"tp": _opts(p.tp, tp_auto)}
-    base = _cross(base, "pp", _opts(p.pp, pp_auto))
-    base = _cross(base, "cp", _opts(p.cp, cp_auto))
+    base: dict[str, Arr] = {"tp": _opts(p.tp, lambda: [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0])}
+    base = _cross(base, "pp", _opts(p.pp, lambda: [d for d in divisors(gpus) if d <= m.layers]))
+    base = _cross(base, "cp", _opts(p.cp, lambda: [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP]))
     prod = base["tp"] * base["pp"] * base["cp"]
     base = _filter(base, np.mod(gpus, prod) == 0)
     base["dp"] = gpus / (base["tp"] * base["pp"] * base["cp"])
@@ -199,23 +196,22 @@ def candidate_layouts(s: Scenario) -> Layouts:
         base = _filter(base, base["dp"] == p.dp)
     base = _filter(base, np.mod(t.global_batch, base["dp"]) == 0)
     if m.moe is not None:
-        ep_auto = [d for d in divisors(m.moe.experts) if d <= gpus]
-        base = _cross(base, "ep", _opts(p.ep, ep_auto))
+        experts = m.moe.experts
+        base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus]))
         base = _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
     else:
-        base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, [1]))
-    base = _cross(base, "vpp", _opts(p.vpp, list(range(1, MAX_VPP + 1))))
+        base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, lambda: [1]))
+    base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1))))
     per_stage = np.ceil(m.layers / base["pp"])
     ok = (base["pp"] * base["vpp"] <= m.layers) & ((base["pp"] > 1) | (base["vpp"] == 1))
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
         ok &= np.mod(per_stage, base["vpp"]) == 0
     base = _filter(base, ok)
-    mb_auto = [d for d in divisors(t.global_batch) if d <= MAX_MICRO_BATCH]
-    base = _cross(base, "mb", _opts(t.micro_batch, mb_auto))
+    base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch) if d <= MAX_MICRO_BATCH]))
     base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
     rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
-    base = _cross(base, "recompute", _opts(rc, [0, 1, 2]))
-    base = _cross(base, "zero", _opts(t.zero, [0, 1, 2, 3]))
+    base = _cross(base, "recompute", _opts(rc, lambda: [0, 1, 2]))
+    base = _cross(base, "zero", _opts(t.zero, lambda: [0, 1, 2, 3]))
     if p.sequence_parallel is None:
         base["sp"] = (base["tp"] > 1).astype(np.float64)
     else:
