@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from simulations.engine import collectives as cl
 from simulations.engine import hardware as hw
-from simulations.engine.frameworks import PROFILES, profile
+from simulations.engine.frameworks import PROFILES, moe_dispatcher, profile
 from simulations.engine.hardware import GpuSpec
 from simulations.engine.pinned_study import routing_source
 from simulations.engine.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
@@ -37,6 +37,7 @@ class Context:
     q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
     expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
+    allgather_dispatch: bool  # MoE tokens gathered over TP x EP (training.moe_dispatcher "allgather")
     dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
     ffn: float
     mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
@@ -117,6 +118,7 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         q_dim=float(m.heads * m.dim_head),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
         expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
+        allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == "allgather",
         dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
         ffn=float(m.ffn_hidden),
         mats=3.0 if m.gated_ffn else 2.0,

@@ -35,6 +35,11 @@ Sources (documented defaults):
   large MoE training stacks run (DeepSeek-V3's DualPipe, MegaScale-MoE, Megatron-Core with the flag on):
   the all-to-all of one micro-batch under the other's compute in the pipeline steady state, the shared
   experts under it elsewhere (model.py).
+* MoE token dispatcher (``moe_dispatcher``, used when ``training.moe_dispatcher`` is ``auto``): Megatron-Core's
+  ``TransformerConfig.moe_token_dispatcher_type`` defaults to ``allgather`` (2024-2026; arguments.py of commit
+  f1f03922, Oct 2024, and transformer_config.py of Aug 2026), so a named Megatron-Core profile gathers tokens
+  over TP x EP; NeMo / Megatron-Bridge model configs set ``alltoall``, DeepSpeed-MoE and torchtitan's expert
+  parallelism are all-to-all. ``auto`` (no framework named) assumes the all-to-all of tuned MoE recipes.
 """
 
 from __future__ import annotations
@@ -56,10 +61,12 @@ class Profile:
     zero3_prefetch_layers: float  # layers of parameters gathered ahead (0 = gather on demand)
     pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
     ep_overlap: bool = False  # MoE all-to-all hidden under another micro-batch's compute (1F1B steady state)
+    moe_dispatcher: str = "alltoall"  # MoE token dispatcher when training.moe_dispatcher is auto
 
 
 PROFILES: dict[str, Profile] = {
-    "megatron-core": Profile("megatron-core", 0.3, True, True, 40e6, False, False, 1.0, True),
+    "megatron-core": Profile("megatron-core", 0.3, True, True, 40e6, False, False, 1.0, True,
+                             moe_dispatcher="allgather"),
     "nemo": Profile("nemo", 0.6, True, True, 40e6, False, False, 1.0, True),
     "deepspeed": Profile("deepspeed", 0.0, False, False, 5e8, True, True, 1.0, False),
     "fsdp": Profile("fsdp", 0.0, True, True, 25e6, True, True, 1.0, False),
@@ -72,6 +79,15 @@ def profile(name: str | None) -> Profile | None:
     if name is None or name == "auto":
         return None
     return PROFILES[name]
+
+
+def moe_dispatcher(framework: str | None, choice: str | None) -> str:
+    """The MoE token dispatcher a run uses: the one asked for, else the named framework's default, else
+    ``alltoall``."""
+    if choice is not None:
+        return choice
+    named = profile(framework)
+    return named.moe_dispatcher if named is not None else "alltoall"
 
 
 def auto_choice(tp: float, pp: float, zero: float) -> str:

@@ -214,7 +214,10 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
         t_moe_ffn = t_moe_ffn + _gemm_time(ctx, m_tok, h * ones, ctx.experts * ones)  # router
         act_moe = ctx.mats * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) / tp
         act_moe_busy = ctx.mats * ctx.expert_ffn * (ctx.top_k * imb + ctx.shared_experts) / tp
-        t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe_busy + 2.0 * ctx.top_k * imb * h / sp_div))
+        perm_elems = 2.0 * ctx.top_k * imb * h / sp_div
+        if ctx.allgather_dispatch:  # + the gathered [S*B*EP, H] buffer: zero-filled, scattered into, reduced
+            perm_elems = perm_elems + 2.0 * ep * h
+        t_ew_moe = _mem_time(ctx, m_tok * BYTES_ACT * (rep_elems + act_moe_busy + perm_elems))
     else:
         n_moe = 0.0
         t_moe_ffn = np.zeros_like(tp)
@@ -259,13 +262,28 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # are the token dispatcher's own NCCL calls (gather / reduce-scatter of the permuted tokens over the TP
     # group), not Transformer Engine linear layers, so TP-overlap (userbuffers, which chunks a TE GEMM
     # against its neighbour collective) does not hide them: they are exposed under every profile.
+    # All-gather dispatcher (training.moe_dispatcher "allgather", Megatron-Core MoEAllGatherTokenDispatcher):
+    # every rank all-gathers the hidden states of its whole TP x EP group ([S*B*EP, H], one copy per token,
+    # sequence-parallel shards in), keeps the rows routed to its local experts, and reduce-scatters the
+    # scattered-back outputs ([S*B*EP, H]) in the combine; backward mirrors both. One AG + RS pair (the cost
+    # of an all-reduce of that buffer) per direction, over tp x ep contiguous ranks (EP ranks are adjacent
+    # data-parallel ranks), so with EP > 1 it crosses the NICs; never overlapped (Megatron-Core's EP overlap
+    # needs the all-to-all dispatcher). Counted with TP traffic when EP = 1, as expert traffic otherwise.
+    # The shared experts are ordinary sequence-parallel TP layers there (their own AG / RS).
     t_ar_attn = coll("ar", act_bytes, tp, ones, "tp")
-    if ctx.moe:
+    shared_tp = np.zeros_like(tp)
+    t_disp_ag = np.zeros_like(tp)
+    if ctx.moe and ctx.allgather_dispatch:
+        t_disp_ag = coll("ar", act_bytes * ep, tp * ep, ones, "tpep")
+        t_ar_moe = np.where(ep > 1, 0.0, t_disp_ag)
+        if ctx.shared_experts > 0:
+            shared_tp = t_ar_attn
+    elif ctx.moe:
         t_ar_moe = coll("ar", act_bytes * (ctx.top_k + min(ctx.shared_experts, 1.0)), tp, ones, "tp")
     else:
         t_ar_moe = t_ar_attn
     n_tp = 4.0 + np.where(rc >= 2, 2.0, 0.0)  # half on the attention side, half on the FFN side
-    t_tp_hideable = 0.5 * n_tp * (t_ar_attn + (1.0 - frac_moe) * t_ar_attn)
+    t_tp_hideable = 0.5 * n_tp * (t_ar_attn + (1.0 - frac_moe) * t_ar_attn + frac_moe * shared_tp)
     t_tp_layer = t_tp_hideable * (1.0 - prof["tp_overlap"]) + 0.5 * n_tp * frac_moe * t_ar_moe
 
     # ---- CP: all-gather K,V forward, all-gather + reduce-scatter of dK,dV backward (ring attention),
@@ -281,7 +299,11 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, Arr]:
     # quantised before sending as the GEMM would cast them anyway; DeepSeek-V3 Sec. 3.3, DeepEP,
     # Transformer Engine); combine-direction transfers are weighted sums over top_k and stay bf16.
     t_layer_compute = t_layer_fwd + t_layer_bwd + t_layer_rc
-    if ctx.moe:
+    if ctx.moe and ctx.allgather_dispatch:
+        placements["ep"] = placements["tpep"]
+        t_ep_layer = np.where(ep > 1, frac_moe * 0.5 * n_tp * t_disp_ag, 0.0)
+        t_ep_hidden = np.zeros_like(tp)
+    elif ctx.moe:
         tok_a2a = m_tok / sp_div
         placements["ep"] = cl.place(net, ep, tp)
         # the busiest rank receives (dispatch) and returns (combine) imb times the mean share

@@ -41,6 +41,7 @@ from simulations.engine.spec import (
     FABRICS,
     FRAMEWORKS,
     LEAF_PLACEMENTS,
+    MOE_DISPATCHERS,
     PRECISIONS,
     RECOMPUTE,
     ROUTINGS,
@@ -57,8 +58,8 @@ from simulations.engine.spec import (
 from simulations.engine.topology import Topology, build_topology
 
 __all__ = [  # the parser, and the types and enums of .spec it returns (import them from here or from .spec)
-    "ATTENTION", "AUTO", "DEFAULT_QPS", "EXPERT_KERNELS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS", "PRECISIONS",
-    "RECOMPUTE",
+    "ATTENTION", "AUTO", "DEFAULT_QPS", "EXPERT_KERNELS", "FABRICS", "FRAMEWORKS", "LEAF_PLACEMENTS",
+    "MOE_DISPATCHERS", "PRECISIONS", "RECOMPUTE",
     "ROUTINGS", "TOPOLOGIES", "ClusterSpec", "FabricSettings", "MoESpec", "ModelSpec", "ParallelismSpec",
     "Scenario", "ScenarioError", "TrainingSpec", "default_server_key", "parse_cluster", "parse_scenario",
     "scenario_to_dict", "topology_for",
@@ -77,7 +78,7 @@ MODEL_KEYS = {
 MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
 TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout",
-                 "framework", "expert_kernel"}
+                 "framework", "expert_kernel", "moe_dispatcher"}
 TRAINING_REQUIRED = ("global_batch", "tokens")
 PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
 CLUSTER_KEYS = {
@@ -239,6 +240,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
         dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
         framework=_choice(d, "framework", path, FRAMEWORKS, AUTO, allow_auto=True),
         expert_kernel=_choice(d, "expert_kernel", path, EXPERT_KERNELS, AUTO, allow_auto=True),
+        moe_dispatcher=_choice(d, "moe_dispatcher", path, MOE_DISPATCHERS, AUTO, allow_auto=True),
     )
 
 

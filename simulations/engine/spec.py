@@ -25,6 +25,7 @@ __all__ = [
     "FABRICS",
     "FRAMEWORKS",
     "LEAF_PLACEMENTS",
+    "MOE_DISPATCHERS",
     "PERF_SECTIONS",
     "PRECISIONS",
     "RECOMPUTE",
@@ -58,6 +59,15 @@ ATTENTION = ("flash", "unfused")
 # DeepGEMM, Transformer Engine per-expert cuBLASLt GEMMs); "auto" = the family default for the precision
 # (hardware.FAMILY_EXPERT_KERNEL)
 EXPERT_KERNELS = ("warp-mma", "native")
+# MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): "alltoall" = tokens go only to the EP ranks
+# that hold their experts (all-to-all over EP, then a gather of the routed copies over TP: what NeMo /
+# Megatron-Bridge MoE recipes, DeepSpeed-MoE, HAI-LLM and MegaScale-MoE run); "allgather" = every rank
+# gathers all tokens of its TP x EP group (one copy each), keeps those routed to its local experts and
+# reduce-scatters the outputs back: Megatron-Core's own default, TransformerConfig.moe_token_dispatcher_type
+# = 'allgather' from 2024 (arguments.py of commit f1f03922, Oct 2024) to 2026, which its docs advise
+# replacing by 'alltoall' with expert parallelism); "auto" = the named framework's default
+# (frameworks.Profile.moe_dispatcher: allgather for megatron-core), else alltoall, what tuned MoE recipes set
+MOE_DISPATCHERS = ("alltoall", "allgather")
 # training framework whose overlap defaults the performance model applies ("auto" = None: the model's default)
 FRAMEWORKS = ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2")
 FABRICS = ("infiniband", "roce")
@@ -196,6 +206,7 @@ class TrainingSpec:
     dropout: bool | None = None
     framework: str | None = None  # one of FRAMEWORKS; None = auto
     expert_kernel: str | None = None  # one of EXPERT_KERNELS; None = auto (family and precision default)
+    moe_dispatcher: str | None = None  # one of MOE_DISPATCHERS; None = auto (frameworks.moe_dispatcher)
 
 
 @dataclass(frozen=True)
@@ -340,6 +351,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
         out["training"]["framework"] = t.framework
     if t.expert_kernel is not None:
         out["training"]["expert_kernel"] = t.expert_kernel
+    if t.moe_dispatcher is not None:
+        out["training"]["moe_dispatcher"] = t.moe_dispatcher
     if s.name:
         out["name"] = s.name
     if s.description:

@@ -138,7 +138,8 @@ def test_network_bound_rows() -> None:
     # the mean target holds over every row
     assert s["mape"] <= 0.10, report_rows(rows)
     # every row but one is within 25%: the Megatron-LM arm of MegaScale-MoE is predicted fast, by more than the
-    # communication explains (the source's own TP+TP no-overlap variant is ~1.4x faster than that arm,
+    # communication explains (its all-gather dispatcher is modelled, tests/simulations/engine/
+    # test_moe_dispatcher.py; the source's own TP+TP no-overlap variant is ~1.4x faster than that arm,
     # tests/simulations/engine/test_moe_kernels.py reproduces the communication part); reported, not hidden
     weak = [r for r in rows if r.run_id == "megascale-moe-352b-megatronlm-1440"]
     met = [r for r in rows if r not in weak]
