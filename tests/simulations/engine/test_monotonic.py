@@ -17,14 +17,16 @@ MOE = {"name": "moe", "layers": 16, "hidden": 2048, "heads": 16, "kv_heads": 16,
        "gated_ffn": True, "vocab": 32000, "seq_len": 4096,
        "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2, "dense_layers": 1,
                "dense_ffn_hidden": 8192}}
-MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE}
+MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE, "moe-16b-allgather": MOE}
+# per-model training settings: the all-gather token dispatcher (gathers over TP x EP, crosses the NICs)
+TRAINING = {"moe-16b-allgather": {"moe_dispatcher": "allgather"}}
 PARAMS = list(MODELS)
 AUTO = {"tp": "auto", "pp": "auto", "cp": "auto", "ep": "auto", "vpp": "auto", "sequence_parallel": "auto"}
 
 
-def _steps(model: dict | None, gpu: str = "H100-SXM", **cluster: object) -> np.ndarray:
+def _steps(model: dict | None, gpu: str = "H100-SXM", training: dict | None = None, **cluster: object) -> np.ndarray:
     doc = scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto", "zero": "auto",
-                                                    "global_batch": 256},
+                                                    "global_batch": 256, **(training or {})},
                    cluster={"gpus": 256, "gpu": gpu, "tiers": 2, **cluster})
     if model is not None:
         doc["model"] = dict(model)
@@ -35,16 +37,20 @@ def _steps(model: dict | None, gpu: str = "H100-SXM", **cluster: object) -> np.n
 
 @pytest.mark.parametrize("name", PARAMS)
 def test_more_bandwidth_more_nics_less_oversubscription_adaptive_never_slower(name: str) -> None:
-    m = MODELS[name]
-    base = _steps(m, nic_gbps=200, oversubscription=2.0, routing="ecmp", fabric="roce")
+    m, t = MODELS[name], TRAINING.get(name)
+    base = _steps(m, training=t, nic_gbps=200, oversubscription=2.0, routing="ecmp", fabric="roce")
     tol = 1e-9
-    assert np.all(_steps(m, nic_gbps=400, oversubscription=2.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
-    assert np.all(_steps(m, nic_gbps=200, oversubscription=1.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
-    assert np.all(_steps(m, nic_gbps=200, oversubscription=2.0, routing="ecmp-qp", fabric="roce") <= base * (1 + tol))
-    assert np.all(_steps(m, nic_gbps=200, oversubscription=2.0, routing="adaptive", fabric="roce", switch="SN5600")
+
+    def steps(**cluster: object) -> np.ndarray:
+        return _steps(m, training=t, **cluster)
+
+    assert np.all(steps(nic_gbps=400, oversubscription=2.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=1.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=2.0, routing="ecmp-qp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=2.0, routing="adaptive", fabric="roce", switch="SN5600")
                   <= base * (1 + tol))
-    fewer_nics = _steps(m, nic_gbps=400, nics_per_node=4)
-    assert np.all(_steps(m, nic_gbps=400, nics_per_node=8) <= fewer_nics * (1 + tol))
+    fewer_nics = steps(nic_gbps=400, nics_per_node=4)
+    assert np.all(steps(nic_gbps=400, nics_per_node=8) <= fewer_nics * (1 + tol))
 
 
 @pytest.mark.parametrize("slow_gpu,fast_gpu", [("A100-80GB", "H100-SXM"), ("H100-SXM", "B200")])
@@ -52,7 +58,8 @@ def test_more_bandwidth_more_nics_less_oversubscription_adaptive_never_slower(na
 def test_faster_gpu_never_slower(name: str, slow_gpu: str, fast_gpu: str) -> None:
     m = MODELS[name]
     a100 = parse_scenario(scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto",
-                                                                      "zero": "auto", "global_batch": 256},
+                                                                      "zero": "auto", "global_batch": 256,
+                                                                      **TRAINING.get(name, {})},
                                    cluster={"gpus": 256, "gpu": "H100-SXM", "nic_gbps": 400}))
     if m is not None:
         a100 = dataclasses.replace(a100, model=parse_scenario(scenario(cluster={"gpus": 256}) | {"model": m}).model)
