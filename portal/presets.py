@@ -34,6 +34,27 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "ffn_hidden": 49152, "gated_ffn": False, "vocab": 51200, "seq_len": 2048},
         "training": {"global_batch": 1536, "tokens": 300e9},
     },
+    # Mixture of experts. DeepSeekMoE 16B: Dai et al. 2024 (arXiv 2401.06066) Sec. 5.1 and the released config:
+    # 28 layers, hidden 2048, 16 heads, first layer dense (SwiGLU 10944), then 2 shared + 64 routed experts of
+    # 1408, top-6; 2T tokens in batches of 4.5K sequences of 4K tokens.
+    "deepseekmoe-16b": {
+        "label": "DeepSeekMoE 16B (MoE)",
+        "model": {"name": "DeepSeekMoE-16B", "layers": 28, "hidden": 2048, "heads": 16, "kv_heads": 16,
+                  "ffn_hidden": 10944, "gated_ffn": True, "vocab": 102400, "seq_len": 4096,
+                  "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2,
+                          "dense_layers": 1, "dense_ffn_hidden": 10944}},
+        "training": {"global_batch": 4608, "tokens": 2e12},
+    },
+    # Mixtral 8x7B: Jiang et al. 2024 (arXiv 2401.04088) Table 1: 32 layers, dim 4096, 32 heads, 8 KV heads,
+    # hidden 14336, vocab 32000, 8 experts, top-2. Training tokens and batch are not published: 8T tokens and
+    # 1,024 sequences are planning figures (the Mistral 7B preset's), sequence 4,096.
+    "mixtral-8x7b": {
+        "label": "Mixtral 8x7B (MoE)",
+        "model": {"name": "Mixtral-8x7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                  "ffn_hidden": 14336, "gated_ffn": True, "vocab": 32000, "seq_len": 4096,
+                  "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}},
+        "training": {"global_batch": 1024, "tokens": 8e12},
+    },
     "mistral-7b": {
         "label": "Mistral 7B",
         "model": {"name": "Mistral-7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
@@ -43,6 +64,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 DEFAULT_PRESET = "llama3-70b"
+#: builder field -> model.moe key (the one definition; portal.forms.builder_sections reads it)
+MOE_PRESET_FIELDS = {
+    "moe_experts": "experts", "moe_top_k": "top_k", "moe_expert_ffn": "expert_ffn_hidden",
+    "moe_shared_experts": "shared_experts", "moe_dense_layers": "dense_layers", "moe_dense_ffn": "dense_ffn_hidden",
+}
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -53,11 +79,14 @@ def preset_form_fields(key: str) -> dict[str, Any]:
     """The builder form values a preset sets (field name -> value)."""
     p = PRESETS[key]
     m, t = p["model"], p["training"]
+    moe = m.get("moe") or {}
     return {
         "model_name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m["kv_heads"], "ffn_hidden": m["ffn_hidden"], "gated_ffn": m["gated_ffn"],
         "vocab": m["vocab"], "seq_len": m["seq_len"], "global_batch": t["global_batch"],
         "tokens_b": _tidy(t["tokens"] / 1e9),
+        # a dense preset clears the MoE inputs ("" empties the field in the browser)
+        **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},
     }
 
 

@@ -52,6 +52,7 @@ from planning.services.scenarios import (
     scenario_document,
     scenario_resolve,
     scenario_save,
+    scenario_sections,
     scenario_update,
 )
 from planning.services.workloads import workload_create, workload_delete, workload_update
@@ -95,6 +96,7 @@ __all__ = [
     "scenario_document",
     "scenario_resolve",
     "scenario_save",
+    "scenario_sections",
     "scenario_update",
     "set_path",
     "workload_create",

@@ -126,6 +126,24 @@ def scenario_document(*, scenario: Scenario) -> dict[str, Any]:
     return scenario_resolve(scenario=scenario)[0]
 
 
+def scenario_sections(*, scenario: Scenario) -> dict[str, Any]:
+    """The scenario's stored sections (workload model / training / parallelism, its own cluster overrides,
+    its fleet) and the pinned extras of its document (fabric study, the fleet's calibration profile): what an
+    editor writes its inputs over, so settings it has no input for survive an edit."""
+    workload = scenario.workload
+    extras: dict[str, Any] = {}
+    if scenario.fabric_study:
+        extras["fabric_study"] = copy.deepcopy(scenario.fabric_study)
+    calibration = scenario_calibration(scenario=scenario)
+    if calibration is not None:
+        extras["calibration"] = calibration
+    return {
+        "model": copy.deepcopy(workload.model or {}), "training": copy.deepcopy(workload.training or {}),
+        "parallelism": copy.deepcopy(workload.parallelism), "cluster": copy.deepcopy(scenario.cluster or {}),
+        "fleet_id": scenario.fleet_id, "extras": extras,
+    }
+
+
 def scenario_save(
     *,
     team: Team,

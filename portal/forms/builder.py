@@ -9,16 +9,27 @@ from typing import Any
 from django import forms
 
 from planning.services import gpu_server_item
+from portal.forms.builder_sections import (
+    MOE_FIELDS,
+    cluster_section,
+    initial_values,
+    model_section,
+    parallelism_section,
+    training_section,
+)
 from portal.forms.common import (
     COST_FIELDS,
+    DISPATCHER_CHOICES,
     DISTRIBUTION_CHOICES,
     FABRIC_CHOICES,
     FLEET_CLUSTER_FIELDS,
+    FRAMEWORK_CHOICES,
     LINK_SPEEDS,
     PAR_MODE_CHOICES,
     PRECISION_CHOICES,
     RANGE_INPUTS,
     RECOMPUTE_CHOICES,
+    ROUTING_CHOICES,
     SCALABLE_UNIT_NODES,
     TOPOLOGY_CHOICES,
     FieldErrorMixin,
@@ -45,14 +56,31 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     gated_ffn = forms.BooleanField(required=False, label="Gated FFN (SwiGLU)")
     vocab = forms.IntegerField(min_value=1, label="Vocabulary")
     seq_len = forms.IntegerField(min_value=1, label="Sequence length")
+    # mixture of experts (all empty = a dense model)
+    moe_experts = forms.IntegerField(min_value=1, required=False, label="Routed experts",
+                                     help_text="Per MoE layer; empty = a dense model")
+    moe_top_k = forms.IntegerField(min_value=1, required=False, label="Experts per token (top-k)")
+    moe_expert_ffn = forms.IntegerField(min_value=1, required=False, label="Expert FFN hidden")
+    moe_shared_experts = forms.IntegerField(min_value=0, required=False, label="Shared experts")
+    moe_dense_layers = forms.IntegerField(min_value=0, required=False, label="Dense layers first")
+    moe_dense_ffn = forms.IntegerField(min_value=1, required=False, label="Dense-layer FFN hidden",
+                                       help_text="Empty = the FFN hidden above")
     global_batch = forms.IntegerField(min_value=1, label="Global batch (sequences)")
     tokens_b = forms.FloatField(min_value=0.001, label="Training tokens (billions)")
     precision = forms.ChoiceField(choices=PRECISION_CHOICES, initial="bf16")
     recompute = forms.ChoiceField(choices=RECOMPUTE_CHOICES, initial="auto", label="Activation recompute")
+    framework = forms.ChoiceField(choices=FRAMEWORK_CHOICES, initial="auto", required=False,
+                                  label="Training framework",
+                                  help_text="Which communication it overlaps, from its documented defaults")
+    moe_dispatcher = forms.ChoiceField(choices=DISPATCHER_CHOICES, initial="auto", required=False,
+                                       label="MoE token dispatcher",
+                                       help_text="Default: the framework's (Megatron-Core all-gather), else all-to-all")
     par_mode = forms.ChoiceField(choices=PAR_MODE_CHOICES, initial="auto", label="Parallelism",
                                  widget=forms.RadioSelect)
     tp = forms.IntegerField(min_value=1, required=False, label="Tensor parallel (TP)")
     pp = forms.IntegerField(min_value=1, required=False, label="Pipeline parallel (PP)")
+    cp = forms.IntegerField(min_value=1, required=False, label="Context parallel (CP)")
+    ep = forms.IntegerField(min_value=1, required=False, label="Expert parallel (EP)")
 
     # cluster
     fleet = forms.ChoiceField(required=False, label="Cluster",
@@ -60,9 +88,13 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     gpu = forms.ChoiceField(label="GPU generation")
     gpus = forms.IntegerField(min_value=1, initial=1024, label="Cluster size (GPUs)")
     gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
+    nics_per_node = forms.IntegerField(min_value=1, required=False, label="Scale-out NICs per server",
+                                       help_text="Empty = one per GPU")
     nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed",
                                       widget=forms.RadioSelect)
     fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband", widget=forms.RadioSelect)
+    routing = forms.ChoiceField(choices=ROUTING_CHOICES, initial="", required=False, label="Routing",
+                                help_text="Fabric default: adaptive on InfiniBand, ECMP on Ethernet")
     topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")  # the engine's default
     oversubscription = forms.FloatField(min_value=1.0, initial=1.0, label="Oversubscription (down:up)",
                                         help_text="1.0 = non-blocking")
@@ -100,12 +132,19 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
         "model.gated_ffn": "gated_ffn", "model.vocab": "vocab", "model.seq_len": "seq_len",
+        "model.head_dim": "heads", "model.moe": "moe_experts",
+        **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},
         "training.global_batch": "global_batch", "training.tokens": "tokens_b",
-        "training.precision": "precision", "training.recompute": "recompute",
+        "training.precision": "precision", "training.recompute": "recompute", "training.framework": "framework",
+        "training.moe_dispatcher": "moe_dispatcher", "training.expert_kernel": "moe_dispatcher",
+        "training.micro_batch": "global_batch", "training.zero": "par_mode",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
-        "parallelism.cp": "par_mode", "parallelism.ep": "par_mode", "parallelism.vpp": "par_mode",
+        "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.vpp": "par_mode",
+        "parallelism.sequence_parallel": "par_mode",
         "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
-        "cluster.nics_per_node": "gpus_per_node",
+        "cluster.nics_per_node": "nics_per_node", "cluster.routing": "routing",
+        "cluster.qps_per_connection": "routing", "cluster.switch": "fabric", "cluster.nic": "nic_gbps",
+        "cluster.in_network_reduction": "fabric",
         "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.topology": "topology",
         "cluster.oversubscription": "oversubscription", "cluster.tiers": "topology", "cluster.pod_gpus": "pod_gpus",
         "cluster": "fleet", "fleet": "fleet",
@@ -117,12 +156,16 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
 
     def __init__(self, *args: Any, catalog_items: Iterable[Mapping[str, Any]] = (),
                  fleets: Iterable[tuple[Any, Mapping[str, Any]]] = (), base_costs: Mapping[str, Any] | None = None,
-                 base_uncertainty: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+                 base_uncertainty: Mapping[str, Any] | None = None, base: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         """``fleets``: (fleet, its engine cluster section) pairs the user may pick from. ``base_costs`` /
-        ``base_uncertainty``: the edited scenario's sections, so keys the builder does not show survive."""
+        ``base_uncertainty`` / ``base``: the edited scenario's stored sections (``base``: model, training,
+        parallelism, cluster, fleet_id, and the document's pinned extras: fabric_study, calibration), so keys
+        the builder does not show survive (builder_sections)."""
         super().__init__(*args, **kwargs)
         self.base_costs = dict(base_costs or {})
         self.base_uncertainty = dict(base_uncertainty or {})
+        self.base = dict(base or {})
         items = list(catalog_items)
         self.catalog = {i["key"]: i for i in items if "key" in i}
         #: GPU key -> GPUs per server its systems come in (72 for GB200/GB300 NVL72 racks), for the builder's JS
@@ -214,8 +257,16 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("par_mode") == "manual" and not (data.get("tp") or data.get("pp")):
+        stored_degrees = isinstance(self.base.get("parallelism"), Mapping) and bool(self.base.get("parallelism"))
+        if (data.get("par_mode") == "manual" and not any(data.get(k) for k in ("tp", "pp", "cp", "ep"))
+                and not stored_degrees):
             self.add_error("tp", "Give TP and/or PP, or let the planner search the layout.")
+        if data.get("moe_experts"):
+            for name in ("moe_top_k", "moe_expert_ffn"):
+                if not data.get(name) and name not in self.errors:
+                    self.add_error(name, "Required for a mixture-of-experts model.")
+        elif any(data.get(n) for n in ("moe_top_k", "moe_expert_ffn", "moe_shared_experts", "moe_dense_layers")):
+            self.add_error("moe_experts", "Give the number of routed experts, or clear the MoE fields.")
         if data.get("preset") and data["preset"] != "custom" and data["preset"] not in PRESETS:
             self.add_error("preset", "Unknown preset.")
         pod, gpus, gpn = data.get("pod_gpus"), self._cluster_value("gpus"), self._cluster_value("gpus_per_node")
@@ -243,41 +294,28 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     base_costs: Mapping[str, Any] = {}
     base_uncertainty: Mapping[str, Any] = {}
 
+    def _same_fleet(self) -> bool:
+        fleet = self.selected_fleet()
+        return str(fleet.pk if fleet is not None else "") == str(self.base.get("fleet_id") or "")
+
     def model_doc(self) -> dict[str, Any]:
-        d = self.cleaned_data
-        return {
-            "name": d["model_name"], "layers": d["layers"], "hidden": d["hidden"], "heads": d["heads"],
-            "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
-            "vocab": d["vocab"], "seq_len": d["seq_len"],
-        }
+        return model_section(self.cleaned_data, self.base.get("model") or {})
 
     def training_doc(self) -> dict[str, Any]:
-        d = self.cleaned_data
-        return {
-            "global_batch": d["global_batch"], "tokens": float(d["tokens_b"]) * 1e9,
-            "precision": d["precision"], "recompute": d["recompute"], "micro_batch": "auto", "zero": "auto",
-        }
+        return training_section(self.cleaned_data, self.base.get("training") or {})
 
     def parallelism_doc(self) -> Any:
-        d = self.cleaned_data
-        if d.get("par_mode") != "manual":
-            return "auto"
-        return {"tp": d.get("tp") or 1, "pp": d.get("pp") or 1, "cp": 1, "ep": 1, "vpp": "auto",
-                "sequence_parallel": "auto"}
+        return parallelism_section(self.cleaned_data, self.base.get("parallelism"))
 
     def cluster_doc(self) -> dict[str, Any]:
         """The scenario's own ``cluster``: the whole ad-hoc cluster, or only overrides on a picked fleet."""
-        d = self.cleaned_data
-        cluster: dict[str, Any] = {}
-        if self.selected_fleet() is None:
-            cluster = {
-                "gpu": d["gpu"], "gpus": d["gpus"], "gpus_per_node": d["gpus_per_node"],
-                "nics_per_node": d["gpus_per_node"], "nic_gbps": d["nic_gbps"], "fabric": d["fabric"],
-                "topology": d["topology"], "oversubscription": d["oversubscription"],
-            }
+        cluster = cluster_section(self.cleaned_data, self.base.get("cluster") or {},
+                                  fleet_picked=self.selected_fleet() is not None, same_fleet=self._same_fleet())
         pod = self.pod_gpus_value()
         if pod is not None:
             cluster["pod_gpus"] = pod
+        else:
+            cluster.pop("pod_gpus", None)
         return cluster
 
     def fleet_cluster_doc(self) -> dict[str, Any]:
@@ -364,6 +402,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         }
         if self.uncertainty_doc():
             doc["uncertainty"] = self.uncertainty_doc()
+        if self._same_fleet():  # the scenario's pinned fabric study and its fleet's calibration profile
+            for key in ("fabric_study", "calibration"):
+                if (self.base.get("extras") or {}).get(key):
+                    doc[key] = copy.deepcopy(self.base["extras"][key])
         return doc
 
     @classmethod
@@ -373,7 +415,6 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         """Form values for an existing scenario document (edit page); ranges become low/likely/high."""
         m = doc.get("model", {}) or {}
         t = doc.get("training", {}) or {}
-        p = doc.get("parallelism", "auto")
         c = doc.get("cluster", {}) or {}
         costs = doc.get("costs", {}) or {}
         unc = doc.get("uncertainty", {}) or {}
@@ -422,9 +463,5 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             if preset["model"] == {k: m.get(k) for k in preset["model"]}:
                 initial["preset"] = key
                 break
-        if isinstance(p, Mapping) and any(p.get(k) not in (None, "auto", 1) for k in ("tp", "pp")):
-            initial.update(par_mode="manual", tp=p.get("tp") if p.get("tp") != "auto" else None,
-                           pp=p.get("pp") if p.get("pp") != "auto" else None)
-        else:
-            initial["par_mode"] = "auto"
+        initial.update(initial_values(doc))  # MoE, framework, dispatcher, degrees, NICs, routing
         return {k: v for k, v in initial.items() if v is not None}

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from simulations.engine.scenario import FABRICS, TOPOLOGIES
+from simulations.engine.scenario import FABRICS, FRAMEWORKS, MOE_DISPATCHERS, ROUTINGS, TOPOLOGIES
 
 LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
 # The values are the engine's enums (one definition, simulations.engine.scenario); only the labels live here.
@@ -15,13 +15,23 @@ FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}
 FABRIC_CHOICES = [(f, FABRIC_LABELS.get(f, f)) for f in FABRICS]
 TOPOLOGY_LABELS = {"fat-tree": "Fat-tree", "rail-optimized": "Rail-optimized", "multi-plane": "Multi-plane"}
 TOPOLOGY_CHOICES = [(t, TOPOLOGY_LABELS.get(t, t)) for t in TOPOLOGIES]
+ROUTING_LABELS = {"ecmp": "ECMP (static hash, one QP per connection)", "ecmp-qp": "ECMP with more QPs per connection",
+                  "adaptive": "Adaptive routing (IB AR, Spectrum-X)", "pinned": "Pinned routes"}
+#: "" = the fabric's default (adaptive on InfiniBand, ECMP on RoCE), i.e. no cluster.routing written
+ROUTING_CHOICES = [("", "Fabric default")] + [(r, ROUTING_LABELS.get(r, r)) for r in ROUTINGS]
+FRAMEWORK_LABELS = {"megatron-core": "Megatron-Core", "nemo": "NeMo", "deepspeed": "DeepSpeed", "fsdp": "PyTorch FSDP",
+                    "fsdp2": "PyTorch FSDP2"}
+FRAMEWORK_CHOICES = [("auto", "Auto (by layout)")] + [(f, FRAMEWORK_LABELS.get(f, f)) for f in FRAMEWORKS]
+DISPATCHER_LABELS = {"alltoall": "All-to-all", "allgather": "All-gather over TP × EP"}
+DISPATCHER_CHOICES = [("auto", "Default")] + [(d, DISPATCHER_LABELS.get(d, d)) for d in MOE_DISPATCHERS]
 PRECISION_CHOICES = [("bf16", "BF16"), ("fp8", "FP8")]
 RECOMPUTE_CHOICES = [("auto", "Auto"), ("none", "None"), ("selective", "Selective"), ("full", "Full")]
 COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
-PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set TP / PP")]
+PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set the degrees")]
 DISTRIBUTION_CHOICES = [("triangular", "Triangular"), ("pert", "PERT (weights the likely value more)")]
 #: cluster fields a fleet supplies (shown read-only when a fleet is picked)
-FLEET_CLUSTER_FIELDS = ("gpu", "gpus", "gpus_per_node", "nic_gbps", "fabric", "topology", "oversubscription")
+FLEET_CLUSTER_FIELDS = ("gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology",
+                        "oversubscription")
 #: servers in one scalable unit: the default non-blocking pod when the fabric is oversubscribed
 SCALABLE_UNIT_NODES = 32
 #: (form field, costs path, likely when the scenario has no value) of the ranged cost inputs

@@ -87,6 +87,7 @@ def scenario_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     form = ScenarioBuilderForm(
         request.POST or None, initial=initial, catalog_items=values.values(), fleets=fleets,
         base_costs=scenario.costs if scenario else None, base_uncertainty=scenario.uncertainty if scenario else None,
+        base=services.scenario_sections(scenario=scenario) if scenario else None,
     )
     if request.method == "POST" and form.is_valid() and _validate_document(form, values):
         d = form.cleaned_data
@@ -129,6 +130,7 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
     form = ScenarioBuilderForm(
         request.POST, catalog_items=values.values(), fleets=_fleet_choices(fleets, values),
         base_costs=scenario.costs if scenario else None, base_uncertainty=scenario.uncertainty if scenario else None,
+        base=services.scenario_sections(scenario=scenario) if scenario else None,
     )
     form.fields["name"].required = False  # an estimate needs no name
     ctx: dict[str, Any] = {"errors": [], "estimate": None}

@@ -59,7 +59,7 @@
             if (!input) return;
             var value = preset.fields[name];
             if (input.type === "checkbox") input.checked = !!value;
-            else input.value = value;
+            else input.value = value === null || value === undefined ? "" : value;
           });
           form.dispatchEvent(new Event("change", { bubbles: true }));
         }
@@ -71,7 +71,8 @@
 
   // Scenario builder: a picked fleet supplies the cluster (fields filled from it and disabled); the
   // non-blocking pod size only matters, and is only shown, when the fabric is oversubscribed.
-  var FLEET_FIELDS = ["gpu", "gpus", "gpus_per_node", "nic_gbps", "fabric", "topology", "oversubscription"];
+  var FLEET_FIELDS = ["gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology",
+                      "oversubscription"];
   var SCALABLE_UNIT_NODES = 32;
 
   function setupCluster() {

@@ -1,0 +1,152 @@
+"""The scenario builder's engine-document sections: what the form shows, written over what it does not.
+
+Editing a scenario in the builder must never drop a setting the builder has no input for (a scenario made
+over the API with ``training.attention``, ``cluster.tiers`` or a pinned fabric study): each section starts
+from the scenario's stored one (``base``) and the form writes only its own keys. Stored keys that a form
+change makes meaningless go with that change (``head_dim`` when the architecture changes, the switch and NIC
+models when the fabric or link speed changes, the tier count when the cluster's size or topology changes,
+the queue-pair count when the routing changes). Values are the engine's; the engine validates the result.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from portal.forms.common import FLEET_CLUSTER_FIELDS
+from portal.presets import MOE_PRESET_FIELDS
+
+#: training keys the builder has no input for, kept from the stored scenario
+KEPT_TRAINING = ("micro_batch", "zero", "attention", "dropout", "expert_kernel")
+#: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
+#: a number is derived from the cluster size, which the form may have changed)
+KEPT_PARALLELISM = ("vpp", "sequence_parallel")
+#: the degrees the manual mode shows
+DEGREES = ("tp", "pp", "cp", "ep")
+MOE_FIELDS = MOE_PRESET_FIELDS  # form field -> model.moe key
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return copy.deepcopy(dict(value)) if isinstance(value, Mapping) else {}
+
+
+def model_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """``model``: the form's architecture and MoE inputs; ``head_dim`` kept while hidden and heads are."""
+    model: dict[str, Any] = {
+        "name": d["model_name"], "layers": d["layers"], "hidden": d["hidden"], "heads": d["heads"],
+        "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
+        "vocab": d["vocab"], "seq_len": d["seq_len"],
+    }
+    if "head_dim" in base and (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"]):
+        model["head_dim"] = base["head_dim"]
+    moe = moe_section(d)
+    if moe:
+        model["moe"] = moe
+    return model
+
+
+def moe_section(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``model.moe`` from the MoE inputs; empty (a dense model) when no expert count is given."""
+    if not d.get("moe_experts"):
+        return {}
+    moe = {"experts": d["moe_experts"], "top_k": d.get("moe_top_k"), "expert_ffn_hidden": d.get("moe_expert_ffn")}
+    if d.get("moe_shared_experts"):
+        moe["shared_experts"] = d["moe_shared_experts"]
+    if d.get("moe_dense_layers"):
+        moe["dense_layers"] = d["moe_dense_layers"]
+        if d.get("moe_dense_ffn"):
+            moe["dense_ffn_hidden"] = d["moe_dense_ffn"]
+    return moe
+
+
+def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """``training``: the form's inputs over the stored keys it does not show; ``auto`` choices not written."""
+    training = {k: copy.deepcopy(base[k]) for k in KEPT_TRAINING if k in base}
+    training.update({
+        "global_batch": d["global_batch"], "tokens": float(d["tokens_b"]) * 1e9,
+        "precision": d["precision"], "recompute": d["recompute"],
+    })
+    training.setdefault("micro_batch", "auto")
+    training.setdefault("zero", "auto")
+    for name in ("framework", "moe_dispatcher"):
+        if d.get(name) not in (None, "", "auto"):
+            training[name] = d[name]
+    return training
+
+
+def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
+    """``parallelism``: ``"auto"`` (search everything), or the degrees given. A degree left empty is 1, or
+    ``"auto"`` when the stored scenario searched it (an untouched edit keeps the scenario as it was)."""
+    if d.get("par_mode") != "manual":
+        return "auto"
+    stored = _mapping(base)
+    out: dict[str, Any] = {k: stored[k] for k in KEPT_PARALLELISM if k in stored}
+    if stored.get("dp") == "auto":
+        out["dp"] = "auto"
+    for name in DEGREES:
+        value = d.get(name)
+        out[name] = value if value else ("auto" if stored.get(name) == "auto" else 1)
+    if not d.get("moe_experts"):
+        out["ep"] = 1  # expert parallelism needs experts
+    out.setdefault("vpp", "auto")
+    out.setdefault("sequence_parallel", "auto")
+    return out
+
+
+def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_picked: bool,
+                    same_fleet: bool) -> dict[str, Any]:
+    """The scenario's own ``cluster``: the whole ad-hoc cluster, or overrides on a picked fleet (without the
+    fields the fleet supplies). Stored extras travel only while the fleet choice is unchanged."""
+    stored = _mapping(base) if same_fleet else {}
+    if fleet_picked:
+        cluster = {k: v for k, v in stored.items() if k not in FLEET_CLUSTER_FIELDS and k != "pod_gpus"}
+    else:
+        cluster = {k: v for k, v in stored.items() if k in ("tiers", "switch", "nic", "qps_per_connection",
+                                                              "in_network_reduction", "routing")}
+        shown = {
+            "gpu": d["gpu"], "gpus": d["gpus"], "gpus_per_node": d["gpus_per_node"],
+            "nics_per_node": d.get("nics_per_node") or d["gpus_per_node"], "nic_gbps": d["nic_gbps"],
+            "fabric": d["fabric"], "topology": d["topology"], "oversubscription": d["oversubscription"],
+        }
+        if any(stored.get(k) != shown[k] for k in ("fabric", "nic_gbps")):
+            for k in ("switch", "nic", "in_network_reduction"):
+                cluster.pop(k, None)
+        if any(stored.get(k) != shown[k] for k in ("gpus", "gpus_per_node", "topology")):
+            cluster.pop("tiers", None)
+        cluster.update(shown)
+    routing = d.get("routing") or ""
+    if routing != (stored.get("routing") or ""):
+        cluster.pop("qps_per_connection", None)
+    if routing:
+        cluster["routing"] = routing
+    else:
+        cluster.pop("routing", None)
+    return cluster
+
+
+def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Form values of the inputs this module adds (MoE, framework, dispatcher, degrees, NICs, routing)."""
+    m = _mapping(doc.get("model"))
+    t = _mapping(doc.get("training"))
+    p = doc.get("parallelism", "auto")
+    c = _mapping(doc.get("cluster"))
+    out: dict[str, Any] = {
+        "framework": t.get("framework") or "auto", "moe_dispatcher": t.get("moe_dispatcher") or "auto",
+        "routing": c.get("routing") or "",
+    }
+    moe = _mapping(m.get("moe"))
+    for field, key in MOE_FIELDS.items():
+        if isinstance(moe.get(key), int):
+            out[field] = moe[key]
+    nics, gpn = c.get("nics_per_node"), c.get("gpus_per_node", 8)
+    if isinstance(nics, int) and nics != gpn:
+        out["nics_per_node"] = nics
+    if isinstance(p, Mapping) and p:
+        out["par_mode"] = "manual"
+        for name in DEGREES:
+            if isinstance(p.get(name), int):
+                out[name] = p[name]
+    else:
+        out["par_mode"] = "auto"
+    return out
