@@ -187,3 +187,52 @@ def own_configuration_run(runs: list[Any], base_document: Mapping[str, Any] | No
         if overrides and all(_same(_dig(base_document, path), value) for path, value in overrides.items()):
             return run
     return None
+
+
+TIER_ROWS = (("leaf", "node_leaf", "Leaf"), ("spine", "leaf_spine", "Spine"), ("core", "spine_core", "Core"))
+ROUTING_TEXT = {"ecmp": "ECMP (one QP per connection)", "ecmp-qp": "ECMP with more QPs",
+                "adaptive": "adaptive routing", "pinned": "pinned routes"}
+
+
+def _section(node: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = node.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def fabric_panel(run: Any) -> dict[str, Any] | None:
+    """The cluster fabric the result assumed (the sized topology both performance and cost read): switch and
+    NIC models, switches, links and oversubscription per tier, routing and where its share came from."""
+    perf = performance_of(getattr(run, "result", None))
+    fabric = perf.get("fabric")
+    if not isinstance(fabric, Mapping) or not fabric:
+        return None
+    tiers = int(_num(fabric.get("tiers")) or 0)
+    switches = _section(fabric, "switches")
+    links = _section(fabric, "links")
+    oversub = _section(fabric, "oversubscription")
+    rows = [{"tier": label, "switches": _num(switches.get(key)), "links": _num(links.get(link)),
+             "oversubscription": _num(oversub.get(key))}
+            for i, (key, link, label) in enumerate(TIER_ROWS) if i < tiers]
+    source = _section(perf, "routing_source")
+    if source.get("kind") == "study":
+        study = _section(source, "study")
+        origin = f"pinned fabric study{' #' + str(study['run']) if study.get('run') else ''}"
+    else:
+        origin = "shipped flow-simulation tables"
+    routing = str(fabric.get("routing") or "")
+    return {
+        "summary": " · ".join(str(x) for x in (
+            f"{tiers}-tier {fabric.get('topology') or ''}".strip(),
+            {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}.get(str(fabric.get("fabric")),
+                                                                        fabric.get("fabric")),
+            f"{ROUTING_TEXT.get(routing, routing)} ({origin})",
+        ) if x),
+        "switch": fabric.get("switch_model"), "radix": _num(fabric.get("radix")),
+        "link_gbps": _num(fabric.get("link_gbps")), "nic": fabric.get("nic_model"),
+        "rows": rows, "total_switches": _num(switches.get("total")),
+        "nvlink_domain": _num(fabric.get("nvlink_domain_gpus")), "leaf_gpus": _num(fabric.get("leaf_gpus")),
+        "pod_gpus": _num(fabric.get("pod_gpus")), "max_gpus": _num(fabric.get("max_gpus")),
+        "planes": _num(fabric.get("planes")), "rails": _num(fabric.get("rails")),
+        "in_network_reduction": bool(fabric.get("in_network_reduction")),
+        "note": str(source.get("note") or ""),
+    }

@@ -33,6 +33,7 @@ def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
         "report_charts": charts.report_charts([run]) if has_result else None,
         "fit": panels.fit_problem(run),
         "layout": panels.layout_panel(run) if has_result else None,
+        "fabric": panels.fabric_panel(run) if has_result else None,
         "uncertainty": panels.uncertainty_note(run.result) if has_result else None,
         "advice": run_advice(run=run),
     }
