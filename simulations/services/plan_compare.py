@@ -3,7 +3,7 @@
 Both a comparison of two plans (or two runs of one plan) and a re-evaluation diff read the plan figures of the
 metric registry (:data:`simulations.metrics.PLAN`: utilization, first shortfall day, deadlines missed, cost per
 delivered GPU-hour, ...), so a figure is named and judged the same way everywhere. Figures are P50 over the run's
-replications. A run whose result is not a finished fleet run is refused, never compared as if it were.
+replications, each with its P10-P90 band and whether the runs' bands overlap. A run whose result is not a finished fleet run is refused, never compared as if it were.
 """
 
 from __future__ import annotations
@@ -135,6 +135,25 @@ def _column(run: SimulationRun) -> dict[str, Any]:
     }
 
 
+def band(result: Mapping[str, Any] | None, metric: metrics.Metric) -> list[float | None] | None:
+    """[P10, P90] over the run's replications of a P50 plan figure (its sibling ``.p10`` / ``.p90`` values),
+    or None when the result has no such spread."""
+    if not metric.path.endswith(".p50"):
+        return None
+    stem = metric.path[: -len(".p50")]
+    low, high = metrics.value(result, f"{stem}.p10"), metrics.value(result, f"{stem}.p90")
+    return None if low is None and high is None else [low, high]
+
+
+def _overlap(bands: Sequence[list[float | None] | None]) -> bool | None:
+    """Whether every run's P10-P90 band overlaps every other's (then the P50 difference is within the spread of
+    the replications); None when some run has no band."""
+    closed = [b for b in bands if b is not None and None not in b]
+    if len(closed) != len(bands) or len(closed) < 2:
+        return None
+    return max(float(b[0]) for b in closed) <= min(float(b[1]) for b in closed)  # type: ignore[arg-type]
+
+
 def compare_plan_runs(runs: Sequence[SimulationRun]) -> dict[str, Any]:
     """Two to four finished fleet runs side by side: one row per registry plan figure (values per run, the
     change from the first, which run is best), the purchase recommendation of each, and the planner-words
@@ -156,9 +175,11 @@ def compare_plan_runs(runs: Sequence[SimulationRun]) -> dict[str, Any]:
         if m.lower_is_better is not None and len(present) > 1 and len({v for v, _ in present}) > 1:
             best = (min if m.lower_is_better else max)(present)[1]
         base = vals[0]
+        bands = [band(r.result, m) for r in runs]
         rows.append({"metric": m.path, "key": m.key, "label": m.label, "unit": m.unit, "format": m.format,
                      "lower_is_better": m.lower_is_better, "values": vals, "best_run": best,
-                     "delta": [None if v is None or base is None else v - base for v in vals]})
+                     "delta": [None if v is None or base is None else v - base for v in vals],
+                     "bands": bands, "bands_overlap": _overlap(bands)})
     versus = []
     for r in runs[1:]:
         _, words = plan_changes(runs[0].result, r.result)

@@ -121,3 +121,5 @@ def test_compare_page_shows_both_plans(world: dict[str, Any], client_for: Any) -
     page = client.get(f"/capacity/compare/?plan={plans[0].pk}&plan={plans[1].pk}").content.decode()
     assert 'id="plan-compare"' in page and "Small" in page and "Large" in page
     assert "Utilization (allocated)" in page and "First shortfall day" in page and "best" in page
+    # each P50 shows its P10-P90 band over the replications
+    assert page.count('class="small muted band">P10–P90') >= 2

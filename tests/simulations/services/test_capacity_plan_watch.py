@@ -137,6 +137,11 @@ def test_compare_two_plans_and_two_runs(world: dict[str, Any], linked: Any, api_
     util = rows["summary.utilization.p50"]
     assert util["values"] == [a.result["summary"]["utilization"]["p50"], b.result["summary"]["utilization"]["p50"]]
     assert util["values"][0] > util["values"][1]  # 4x the GPUs for the same demand: less busy
+    # each P50 comes with its P10-P90 band over the replications, and whether the runs' bands overlap
+    assert util["bands"] == [[r.result["summary"]["utilization"][q] for q in ("p10", "p90")] for r in (a, b)]
+    for (low, high), mid in zip(util["bands"], util["values"], strict=True):
+        assert low <= mid <= high
+    assert util["bands_overlap"] == (max(b_[0] for b_ in util["bands"]) <= min(b_[1] for b_ in util["bands"]))
     missed = rows["summary.deadlines_missed.p50"]
     assert missed["values"][0] >= missed["values"][1]
     if missed["values"][0] > missed["values"][1]:
@@ -152,6 +157,20 @@ def test_compare_two_plans_and_two_runs(world: dict[str, Any], linked: Any, api_
     assert r.status_code == 400 and f"run {a.pk} not found" in str(r.json()["errors"])
     r = outsider.get(f"/api/v1/capacity-plans/compare/?plans={linked.pk},{other.pk}")
     assert r.status_code == 400 and "not found" in str(r.json()["errors"])
+
+
+def test_band_overlap_rule() -> None:
+    from simulations import metrics
+    from simulations.services.plan_compare import _overlap, band
+
+    util = metrics.get("summary.utilization.p50")
+    assert util is not None
+    result = {"summary": {"utilization": {"p10": 0.5, "p50": 0.6, "p90": 0.7}}}
+    assert band(result, util) == [0.5, 0.7]
+    assert band({"summary": {"utilization": {"p50": 0.6}}}, util) is None
+    assert _overlap([[0.5, 0.7], [0.65, 0.9]]) is True
+    assert _overlap([[0.5, 0.6], [0.65, 0.9]]) is False
+    assert _overlap([[0.5, 0.7], None]) is None and _overlap([[0.5, None], [0.6, 0.7]]) is None
 
 
 def test_shortfall_phrases() -> None:
