@@ -7,7 +7,14 @@ from typing import Any
 
 from django import forms
 
-from portal.forms.common import FABRIC_CHOICES, LINK_SPEEDS, FieldErrorMixin, _catalog_choices
+from portal.forms.common import (
+    FABRIC_CHOICES,
+    LINK_SPEEDS,
+    ROUTING_CHOICES,
+    TOPOLOGY_CHOICES,
+    FieldErrorMixin,
+    _catalog_choices,
+)
 
 
 class SweepForm(FieldErrorMixin, forms.Form):
@@ -16,6 +23,12 @@ class SweepForm(FieldErrorMixin, forms.Form):
                                               widget=forms.CheckboxSelectMultiple, label="Link speeds")
     fabric = forms.MultipleChoiceField(choices=FABRIC_CHOICES, required=False,
                                        widget=forms.CheckboxSelectMultiple, label="Fabrics")
+    routing = forms.MultipleChoiceField(choices=[c for c in ROUTING_CHOICES if c[0]], required=False,
+                                        widget=forms.CheckboxSelectMultiple, label="Routing",
+                                        help_text="Each must be one the fabric's switch supports (the catalog "
+                                                  "says which); an unsupported pair is refused, named.")
+    topology = forms.MultipleChoiceField(choices=TOPOLOGY_CHOICES, required=False,
+                                         widget=forms.CheckboxSelectMultiple, label="Topologies")
     gpu = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="GPU generations")
     gpus = forms.CharField(required=False, label="Cluster sizes (GPUs)",
                            help_text="Comma-separated, e.g. 1024, 2048, 4096")
@@ -35,6 +48,8 @@ class SweepForm(FieldErrorMixin, forms.Form):
     PATHS = {
         "axes.cluster.nic_gbps": "nic_gbps", "axes.cluster.fabric": "fabric", "axes.cluster.gpu": "gpu",
         "axes.cluster.gpus": "gpus", "axes.cluster.oversubscription": "oversubscription",
+        "axes.cluster.routing": "routing", "axes.cluster.topology": "topology",
+        "cluster.routing": "routing", "cluster.topology": "topology", "cluster.tiers": "topology",
         "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.gpu": "gpu", "cluster.gpus": "gpus",
         "cluster.oversubscription": "oversubscription", "axes": None,  # type: ignore[dict-item]
     }
@@ -74,7 +89,8 @@ class SweepForm(FieldErrorMixin, forms.Form):
         d = getattr(self, "cleaned_data", {})
         axes: dict[str, list[Any]] = {}
         for field, path in (("nic_gbps", "cluster.nic_gbps"), ("fabric", "cluster.fabric"), ("gpu", "cluster.gpu"),
-                            ("gpus", "cluster.gpus"), ("oversubscription", "cluster.oversubscription")):
+                            ("gpus", "cluster.gpus"), ("oversubscription", "cluster.oversubscription"),
+                            ("routing", "cluster.routing"), ("topology", "cluster.topology")):
             values = d.get(field) or []
             if values:
                 axes[path] = list(values)

@@ -311,6 +311,21 @@ def test_sweep_form_errors_and_submit(client: Any, make_user: Any, team: Any, sc
     assert sweep.total_runs == 6
     page = client.get(r["Location"]).content.decode()
     assert 'id="sweep-progress"' in page and "0 of 6 runs finished" in page and 'hx-trigger="every 1s"' in page
+    # the network comparison planners ask for first: fabric x routing (x topology)
+    r = client.post(reverse("scenario-sweep", args=[scenario.pk]),
+                    {"fabric": ["roce"], "routing": ["ecmp", "ecmp-qp", "adaptive"],
+                     "topology": ["fat-tree", "rail-optimized"]})
+    assert r.status_code == 302
+    sweep = Sweep.objects.filter(scenario=scenario).order_by("-pk").first()
+    assert sweep is not None and sweep.total_runs == 6
+    assert sweep.axes == {"cluster.fabric": ["roce"], "cluster.routing": ["ecmp", "ecmp-qp", "adaptive"],
+                          "cluster.topology": ["fat-tree", "rail-optimized"]}
+    # a routing mode the fabric's switch does not support is refused before anything is queued, on the field
+    before = Sweep.objects.count()
+    r = client.post(reverse("scenario-sweep", args=[scenario.pk]), {"fabric": ["infiniband"], "routing": ["ecmp-qp"]})
+    assert r.status_code == 400 and Sweep.objects.count() == before
+    errors = r.context["form"].errors
+    assert "routing" in errors and "does not support 'ecmp-qp'" in " ".join(errors["routing"])
 
 
 # --- comparison, exports -----------------------------------------------------------------------------------
