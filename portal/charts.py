@@ -112,7 +112,8 @@ def run_axes(run: Any) -> dict[str, Any]:
     cluster = dig(snap, "document.cluster") or {}
     return {
         "nic_gbps": _f(cluster.get("nic_gbps")), "fabric": cluster.get("fabric"), "gpu": cluster.get("gpu"),
-        "gpus": cluster.get("gpus"), "overrides": snap.get("overrides") or {},
+        "gpus": cluster.get("gpus"), "routing": cluster.get("routing"), "topology": cluster.get("topology"),
+        "oversubscription": _f(cluster.get("oversubscription")), "overrides": snap.get("overrides") or {},
     }
 
 
@@ -159,27 +160,34 @@ def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
 
 
 # --- charts ----------------------------------------------------------------------------------------------
+#: besides the fabric, what splits the lines when it differs between the runs: (axis, how the label shows it)
+SERIES_AXES = (("gpu", "{}"), ("gpus", "{} GPUs"), ("routing", "{}"), ("topology", "{}"),
+               ("oversubscription", "{:g}:1"))
+
+
 def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
-    """x = link speed, one line per fabric (and GPU when several were swept). A run that does not fit in GPU
-    memory is left out: a line would show it as an achievable point (its column in the table says why)."""
+    """x = link speed, one line per fabric, split further by GPU, size, routing, topology and oversubscription
+    when those differ between the runs (a sweep over them). A run that does not fit in GPU memory is left out:
+    a line would show it as an achievable point (its column in the table says why)."""
     points: dict[str, dict[float, float]] = {}
     speeds: set[float] = set()
-    gpus_seen = {run_axes(r)["gpu"] for r in runs}
-    for r in runs:
-        ax = run_axes(r)
+    axes = [run_axes(r) for r in runs]
+    varied = [(k, fmt) for k, fmt in SERIES_AXES if len({ax[k] for ax in axes}) > 1]
+    spec = registry.get(path)
+    lower_better = bool(spec.lower_is_better) if spec is not None and spec.lower_is_better is not None else False
+    for r, ax in zip(runs, axes, strict=True):
         value = metric(r.result, path)
         if ax["nic_gbps"] is None or value is None or result_fits(r.result) is False:
             continue
         name = FABRIC_LABELS.get(ax["fabric"] or "", ax["fabric"] or "fabric")
-        if len(gpus_seen) > 1:
-            name += f" · {ax['gpu']}"
-        sizes = {run_axes(x)["gpus"] for x in runs}
-        if len(sizes) > 1:
-            name += f" · {ax['gpus']} GPUs"
+        for key, fmt in varied:
+            shown = ax[key] if ax[key] is not None else ("default" if key == "routing" else "—")
+            name += " · " + (fmt.format(shown) if not isinstance(shown, str) or "{}" in fmt else shown)
         speeds.add(ax["nic_gbps"])
-        # several runs at the same point (other axes): keep the best
+        # several runs at the same point (axes not on the chart): keep the best
         prev = points.setdefault(name, {}).get(ax["nic_gbps"])
-        points[name][ax["nic_gbps"]] = value if prev is None else min(prev, value)
+        best = (min if lower_better else max)
+        points[name][ax["nic_gbps"]] = value if prev is None else best(prev, value)
     if not points:
         return None
     xs = sorted(speeds)

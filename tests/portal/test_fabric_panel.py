@@ -1,5 +1,6 @@
-"""The run page shows the cluster fabric the result assumed: the one sized topology both the performance and the
-cost model read (issue #10), tier by tier, with the routing and where its share came from."""
+"""The network as planners see it: the run page shows the cluster fabric the result assumed (the one sized
+topology both the performance and the cost model read, issue #10), tier by tier, with the routing and where its
+share came from; the link-speed charts split their lines by the swept network axes."""
 
 from __future__ import annotations
 
@@ -56,3 +57,31 @@ def test_no_fabric_panel_without_a_result(client: Any, make_user: Any, team: Any
     type(run).objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, result=None)
     login(client, planner)
     assert 'id="fabric-panel"' not in client.get(reverse("run-detail", args=[run.pk])).content.decode()
+
+
+class _Run:
+    def __init__(self, pk: int, mfu: float, **cluster: Any) -> None:
+        self.pk, self.label, self.kind = pk, "", "tco"
+        self.result = {"performance": {"mfu": mfu, "fits": True}}
+        self.input_snapshot = {"document": {"cluster": {"gpu": "H100-SXM", "gpus": 1024, **cluster}}}
+
+
+def test_link_speed_charts_split_lines_by_the_swept_network_axes() -> None:
+    """A sweep over routing (or topology, oversubscription) draws one line per value, named; where runs share a
+    point on the chart the best value is drawn (higher MFU)."""
+    from portal.charts import _series_by_fabric
+
+    runs = [_Run(i, mfu, nic_gbps=speed, fabric="roce", routing=routing)
+            for i, (speed, routing, mfu) in enumerate([(200, "ecmp", 0.30), (400, "ecmp", 0.35),
+                                                        (200, "adaptive", 0.36), (400, "adaptive", 0.40)])]
+    spec = _series_by_fabric(runs, "performance.mfu")
+    assert spec is not None and spec["labels"] == ["200G", "400G"]
+    lines = {d["label"]: d["data"] for d in spec["datasets"]}
+    assert lines == {"Ethernet (RoCE) · adaptive": [0.36, 0.40], "Ethernet (RoCE) · ecmp": [0.30, 0.35]}
+    same_point = [_Run(1, 0.30, nic_gbps=400, fabric="roce"), _Run(2, 0.45, nic_gbps=400, fabric="roce")]
+    spec = _series_by_fabric(same_point, "performance.mfu")
+    assert spec is not None and spec["datasets"][0]["data"] == [0.45]
+    over = [_Run(1, 0.40, nic_gbps=400, fabric="infiniband", oversubscription=1.0),
+            _Run(2, 0.37, nic_gbps=400, fabric="infiniband", oversubscription=2.0)]
+    spec = _series_by_fabric(over, "performance.mfu")
+    assert spec is not None and {d["label"] for d in spec["datasets"]} == {"InfiniBand · 1:1", "InfiniBand · 2:1"}
