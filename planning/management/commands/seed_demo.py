@@ -12,6 +12,7 @@ from accounts.models import Membership, Team, User
 from accounts.roles import Role
 from planning import services
 from planning.models import CapacityPlan, Fleet, Scenario, Workload
+from planning.presets import PRESETS
 from planning.services.capacity_plans import capacity_plan_create
 from simulations.engine.fleet.examples import demo_plan
 
@@ -22,11 +23,13 @@ MODELS: dict[str, dict[str, Any]] = {
                      "ffn_hidden": 53248, "gated_ffn": True, "vocab": 128256, "seq_len": 8192},
     "GPT-3-175B": {"name": "GPT-3-175B", "layers": 96, "hidden": 12288, "heads": 96, "kv_heads": 96,
                    "ffn_hidden": 49152, "gated_ffn": False, "vocab": 51200, "seq_len": 2048},
+    "Mixtral-8x7B": PRESETS["mixtral-8x7b"]["model"],  # mixture of experts (planning.presets, with its source)
 }
 TRAINING: dict[str, dict[str, Any]] = {
     "Llama-3-70B": {"global_batch": 2048, "precision": "bf16", "tokens": 15e12},
     "Llama-3-405B": {"global_batch": 2048, "precision": "bf16", "tokens": 15.6e12},
     "GPT-3-175B": {"global_batch": 1536, "precision": "bf16", "tokens": 300e9},
+    "Mixtral-8x7B": {**PRESETS["mixtral-8x7b"]["training"], "precision": "bf16"},
 }
 FLEETS: dict[str, dict[str, Any]] = {
     "Ashburn H100 IB": {"site": "IAD-1", "server_model": "HGX-H100", "server_count": 128, "nic_gbps": 400,
@@ -36,11 +39,16 @@ FLEETS: dict[str, dict[str, Any]] = {
     "Reno B200 IB": {"site": "RNO-1", "server_model": "HGX-B200", "server_count": 128, "nic_gbps": 800,
                      "fabric": "infiniband", "topology": "fat-tree"},
 }
-SCENARIOS = (
-    ("Llama-3-70B on 1k H100", "Llama-3-70B", "Ashburn H100 IB", True),
-    ("Llama-3-405B on 2k H200 RoCE", "Llama-3-405B", "Dallas H200 RoCE", True),
-    ("GPT-3-175B on 1k H100", "GPT-3-175B", "Ashburn H100 IB", False),
-    ("Llama-3-70B on 1k B200 800G", "Llama-3-70B", "Reno B200 IB", False),
+# (name, workload, fleet, watched, the scenario's own cluster overrides on the fleet)
+SCENARIOS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
+    ("Llama-3-70B on 1k H100", "Llama-3-70B", "Ashburn H100 IB", True, {}),
+    ("Llama-3-405B on 2k H200 RoCE", "Llama-3-405B", "Dallas H200 RoCE", True, {}),
+    ("GPT-3-175B on 1k H100", "GPT-3-175B", "Ashburn H100 IB", False, {}),
+    ("Llama-3-70B on 1k B200 800G", "Llama-3-70B", "Reno B200 IB", False, {}),
+    # the same MoE job on the same RoCE fleet, hashed (ECMP, one QP per connection) vs adaptive routing
+    ("Mixtral-8x7B on 2k H200 RoCE, ECMP", "Mixtral-8x7B", "Dallas H200 RoCE", False, {"routing": "ecmp"}),
+    ("Mixtral-8x7B on 2k H200 RoCE, adaptive routing", "Mixtral-8x7B", "Dallas H200 RoCE", False,
+     {"routing": "adaptive"}),
 )
 
 
@@ -67,10 +75,10 @@ class Command(BaseCommand):
                     team=team, user=user, name=name, model=model, training=TRAINING[name], parallelism="auto",
                     description=f"{name} pre-training preset",
                 )
-            for name, workload_name, fleet_name, watched in SCENARIOS:
+            for name, workload_name, fleet_name, watched, cluster in SCENARIOS:
                 if not Scenario.objects.filter(team=team, name=name).exists():
                     services.scenario_create(team=team, user=user, name=name, workload=workloads[workload_name],
-                                             fleet=fleets[fleet_name], watched=watched)
+                                             fleet=fleets[fleet_name], watched=watched, cluster=cluster)
             plan = demo_plan()
             if not CapacityPlan.objects.filter(team=team, name=plan["name"]).exists():
                 # a shortfall in the second half and a B300 purchase that fixes it (docs/fleet-model.md)

@@ -1,0 +1,67 @@
+"""Workload presets: published model shapes and training budgets, one definition for the portal's scenario
+builder and the demo data.
+
+Architecture figures are the public model cards of each family; token counts are the published training
+budgets (rounded) unless a comment says otherwise. They only pre-fill: every value is still validated by the
+engine's scenario parser when a scenario is saved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "llama3-8b": {
+        "label": "Llama 3 8B",
+        "model": {"name": "Llama-3-8B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                  "ffn_hidden": 14336, "gated_ffn": True, "vocab": 128256, "seq_len": 8192},
+        "training": {"global_batch": 1024, "tokens": 15e12},
+    },
+    "llama3-70b": {
+        "label": "Llama 3 70B",
+        "model": {"name": "Llama-3-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+                  "ffn_hidden": 28672, "gated_ffn": True, "vocab": 128256, "seq_len": 8192},
+        "training": {"global_batch": 2048, "tokens": 15e12},
+    },
+    "llama3-405b": {
+        "label": "Llama 3.1 405B",
+        "model": {"name": "Llama-3.1-405B", "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8,
+                  "ffn_hidden": 53248, "gated_ffn": True, "vocab": 128256, "seq_len": 8192},
+        "training": {"global_batch": 2048, "tokens": 15.6e12},
+    },
+    "gpt3-175b": {
+        "label": "GPT-3 175B",
+        "model": {"name": "GPT-3-175B", "layers": 96, "hidden": 12288, "heads": 96, "kv_heads": 96,
+                  "ffn_hidden": 49152, "gated_ffn": False, "vocab": 51200, "seq_len": 2048},
+        "training": {"global_batch": 1536, "tokens": 300e9},
+    },
+    # Mixture of experts. DeepSeekMoE 16B: Dai et al. 2024 (arXiv 2401.06066) Sec. 5.1 and the released config:
+    # 28 layers, hidden 2048, 16 heads, first layer dense (SwiGLU 10944), then 2 shared + 64 routed experts of
+    # 1408, top-6; 2T tokens in batches of 4.5K sequences of 4K tokens.
+    "deepseekmoe-16b": {
+        "label": "DeepSeekMoE 16B (MoE)",
+        "model": {"name": "DeepSeekMoE-16B", "layers": 28, "hidden": 2048, "heads": 16, "kv_heads": 16,
+                  "ffn_hidden": 10944, "gated_ffn": True, "vocab": 102400, "seq_len": 4096,
+                  "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2,
+                          "dense_layers": 1, "dense_ffn_hidden": 10944}},
+        "training": {"global_batch": 4608, "tokens": 2e12},
+    },
+    # Mixtral 8x7B: Jiang et al. 2024 (arXiv 2401.04088) Table 1: 32 layers, dim 4096, 32 heads, 8 KV heads,
+    # hidden 14336, vocab 32000, 8 experts, top-2. Training tokens and batch are not published: 8T tokens and
+    # 1,024 sequences are planning figures (the Mistral 7B preset's), sequence 4,096.
+    "mixtral-8x7b": {
+        "label": "Mixtral 8x7B (MoE)",
+        "model": {"name": "Mixtral-8x7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                  "ffn_hidden": 14336, "gated_ffn": True, "vocab": 32000, "seq_len": 4096,
+                  "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}},
+        "training": {"global_batch": 1024, "tokens": 8e12},
+    },
+    "mistral-7b": {
+        "label": "Mistral 7B",
+        "model": {"name": "Mistral-7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                  "ffn_hidden": 14336, "gated_ffn": True, "vocab": 32000, "seq_len": 4096},
+        "training": {"global_batch": 1024, "tokens": 8e12},
+    },
+}
+
+DEFAULT_PRESET = "llama3-70b"
