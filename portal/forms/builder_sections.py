@@ -76,8 +76,8 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
 
 
 def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
-    """``parallelism``: ``"auto"`` (search everything), or the degrees given. A degree left empty is 1, or
-    ``"auto"`` when the stored scenario searched it (an untouched edit keeps the scenario as it was)."""
+    """``parallelism``: ``"auto"`` (search everything), or the degrees given. A degree left empty is 1, or what
+    the stored scenario searched (``"auto"`` or a list of allowed values): an untouched edit keeps it as it was."""
     if d.get("par_mode") != "manual":
         return "auto"
     stored = _mapping(base)
@@ -85,8 +85,9 @@ def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
     if stored.get("dp") == "auto":
         out["dp"] = "auto"
     for name in DEGREES:
-        value = d.get(name)
-        out[name] = value if value else ("auto" if stored.get(name) == "auto" else 1)
+        value, kept = d.get(name), stored.get(name)
+        # empty: the stored search ("auto", or a list of allowed values) stays; else 1
+        out[name] = value if value else (copy.deepcopy(kept) if kept == "auto" or isinstance(kept, list) else 1)
     if not d.get("moe_experts"):
         out["ep"] = 1  # expert parallelism needs experts
     out.setdefault("vpp", "auto")

@@ -177,18 +177,23 @@ def _filter(base: dict[str, Arr], keep: npt.NDArray[np.bool_]) -> dict[str, Arr]
     return {k: v[keep] for k, v in base.items()}
 
 
-def _opts(value: int | None, auto: Callable[[], list[int]]) -> Arr:
-    """The fixed ``value``, or the "auto" options (computed only when needed: a fixed layout pays nothing)."""
-    return np.asarray([value] if value is not None else auto(), dtype=np.float64)
+def _opts(value: int | None, auto: Callable[[], list[int]], allowed: tuple[int, ...] | None = None) -> Arr:
+    """The fixed ``value``, the ``allowed`` values the scenario lists for a searched degree, or the "auto"
+    options (computed only when needed: a fixed layout pays nothing)."""
+    if value is not None:
+        return np.asarray([value], dtype=np.float64)
+    return np.asarray(list(allowed) if allowed is not None else auto(), dtype=np.float64)
 
 
 def candidate_layouts(s: Scenario) -> Layouts:
     """Every layout allowed by the scenario: fixed settings as given, "auto" ones enumerated."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
     gpus = c.gpus
-    base: dict[str, Arr] = {"tp": _opts(p.tp, lambda: [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0])}
-    base = _cross(base, "pp", _opts(p.pp, lambda: [d for d in divisors(gpus) if d <= m.layers]))
-    base = _cross(base, "cp", _opts(p.cp, lambda: [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP]))
+    base: dict[str, Arr] = {"tp": _opts(p.tp, lambda: [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0],
+                                        p.allowed("tp"))}
+    base = _cross(base, "pp", _opts(p.pp, lambda: [d for d in divisors(gpus) if d <= m.layers], p.allowed("pp")))
+    base = _cross(base, "cp", _opts(p.cp, lambda: [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP],
+                                    p.allowed("cp")))
     prod = base["tp"] * base["pp"] * base["cp"]
     base = _filter(base, np.mod(gpus, prod) == 0)
     base["dp"] = gpus / (base["tp"] * base["pp"] * base["cp"])
@@ -197,11 +202,11 @@ def candidate_layouts(s: Scenario) -> Layouts:
     base = _filter(base, np.mod(t.global_batch, base["dp"]) == 0)
     if m.moe is not None:
         experts = m.moe.experts
-        base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus]))
+        base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus], p.allowed("ep")))
         base = _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
     else:
         base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, lambda: [1]))
-    base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1))))
+    base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1)), p.allowed("vpp")))
     per_stage = np.ceil(m.layers / base["pp"])
     ok = (base["pp"] * base["vpp"] <= m.layers) & ((base["pp"] > 1) | (base["vpp"] == 1))
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly

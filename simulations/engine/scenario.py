@@ -251,7 +251,16 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
     d = _mapping(doc, path)
     _check_keys(d, PAR_KEYS, (), path)
     vals: dict[str, int | None] = {}
+    choices: list[tuple[str, tuple[int, ...]]] = []
     for key in ("tp", "pp", "cp", "ep", "vpp"):
+        if isinstance(d.get(key), list):  # searched among the values given
+            allowed = _int_choices(d[key], f"{path}.{key}")
+            if len(allowed) == 1:
+                vals[key] = allowed[0]
+            else:
+                vals[key] = None
+                choices.append((key, allowed))
+            continue
         vals[key] = _int(d, key, path, default=1, allow_auto=True)
     # dp omitted = derived from gpus; "auto" = searched together with the others
     vals["dp"] = _int(d, "dp", path, allow_auto=True) if "dp" in d else None
@@ -259,7 +268,19 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
         tp=vals["tp"], pp=vals["pp"], dp=vals["dp"], cp=vals["cp"], ep=vals["ep"], vpp=vals["vpp"],
         sequence_parallel=_bool(d, "sequence_parallel", path, default=None, allow_auto=True)
         if "sequence_parallel" in d else None,
+        choices=tuple(choices),
     )
+
+
+MAX_DEGREE_CHOICES = 16  # values in one degree's list: a planner's short list, not an enumeration
+
+
+def _int_choices(values: list[Any], name: str) -> tuple[int, ...]:
+    """A degree given as a list of allowed values: 1 to 16 integers, each within the degree's bound."""
+    if not values or len(values) > MAX_DEGREE_CHOICES:
+        raise ScenarioError(name, f"a list of allowed values must hold 1 to {MAX_DEGREE_CHOICES} integers, "
+                                  f"got {len(values)}")
+    return tuple(sorted({check_int(v, name) for v in values}))
 
 
 def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
@@ -377,6 +398,26 @@ _PROBE_PAR = ParallelismSpec(1, 1, 1, 1, 1, 1, False)
 _parse_cluster = parse_cluster  # name the fleet helper used before it was public
 
 
+def _degree_problem(s: Scenario, key: str, v: int) -> str | None:
+    """Why ``v`` cannot be the ``key`` degree of this scenario whatever the other degrees (None if it can)."""
+    m, c = s.model, s.cluster
+    if c.gpus % v and key in ("tp", "pp", "cp", "ep"):
+        return f"does not divide cluster.gpus={c.gpus}"
+    if key == "tp" and m.heads % v:
+        return f"does not divide model.heads={m.heads}"
+    if key == "pp" and v > m.layers:
+        return f"exceeds model.layers={m.layers}"
+    if key == "cp" and m.seq_len % v:
+        return f"does not divide model.seq_len={m.seq_len}"
+    if key == "ep" and v > 1 and m.moe is None:
+        return "needs a mixture-of-experts model (model.moe)"
+    if key == "ep" and m.moe is not None and m.moe.experts % v:
+        return f"does not divide model.moe.experts={m.moe.experts}"
+    if key == "vpp" and v > m.layers:
+        return f"exceeds model.layers={m.layers}"
+    return None
+
+
 def _check_layout(s: Scenario) -> None:
     """Cross-field checks for degrees that are given (auto ones are checked by the search)."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
@@ -396,6 +437,11 @@ def _check_layout(s: Scenario) -> None:
             raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)")
         if m.moe.experts % p.ep:
             raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}")
+    for key, values in p.choices:  # each allowed value must be one the degree can take
+        for v in values:
+            problem = _degree_problem(s, key, v)
+            if problem:
+                raise ScenarioError(f"parallelism.{key}", f"{v} {problem}")
     fixed = [v for v in (p.tp, p.pp, p.cp) if v is not None]
     prod = math.prod(fixed)
     if c.gpus % prod:

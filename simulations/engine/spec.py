@@ -211,7 +211,10 @@ class TrainingSpec:
 
 @dataclass(frozen=True)
 class ParallelismSpec:
-    """Degrees; ``None`` means "auto" (searched). ``dp`` None and not listed as auto means derived."""
+    """Degrees; ``None`` means "auto" (searched). ``dp`` None and not listed as auto means derived.
+
+    ``choices``: degrees given as a list of allowed values (``"ep": [2, 4]``): the degree is searched (None)
+    among those values only, e.g. what a source allows when it does not say which it used."""
 
     tp: int | None
     pp: int | None
@@ -220,6 +223,11 @@ class ParallelismSpec:
     ep: int | None
     vpp: int | None
     sequence_parallel: bool | None
+    choices: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def allowed(self, key: str) -> tuple[int, ...] | None:
+        """The values a searched degree may take, or None for every value the search would try."""
+        return dict(self.choices).get(key)
 
     @property
     def any_auto(self) -> bool:
@@ -317,6 +325,8 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
             "tp": _auto(p.tp), "pp": _auto(p.pp), "cp": _auto(p.cp), "ep": _auto(p.ep), "vpp": _auto(p.vpp),
             "sequence_parallel": _auto(p.sequence_parallel),
         }
+        for key, values in p.choices:
+            par[key] = list(values)
         if p.dp is not None:
             par["dp"] = p.dp
     cluster: dict[str, Any] = {

@@ -21,7 +21,7 @@ MOE_MODEL = {"name": "Mixtral-8x7B", "layers": 32, "hidden": 4096, "heads": 32, 
 MOE_TRAINING = {"global_batch": 512, "tokens": 1e12, "precision": "bf16", "recompute": "selective",
                 "micro_batch": 2, "zero": 1, "attention": "flash", "framework": "megatron-core",
                 "moe_dispatcher": "alltoall", "expert_kernel": "native"}
-MOE_PARALLELISM = {"tp": 2, "pp": 2, "cp": 1, "ep": 4, "vpp": "auto", "sequence_parallel": True}
+MOE_PARALLELISM = {"tp": 2, "pp": [1, 2], "cp": 1, "ep": 4, "vpp": "auto", "sequence_parallel": True}
 ROCE_CLUSTER = {"gpu": "H100-SXM", "gpus": 256, "gpus_per_node": 8, "nics_per_node": 4, "nic_gbps": 400,
                 "fabric": "roce", "topology": "fat-tree", "tiers": 2, "oversubscription": 1.0,
                 "routing": "ecmp-qp", "qps_per_connection": 8, "switch": "SN5600"}

@@ -101,3 +101,43 @@ def test_allgather_dispatch_speeds_up_with_nic_bandwidth() -> None:
     fast = _run(_moe(ep=4), "allgather", cluster__nic_gbps=400)
     assert fast.breakdown_s["ep_comm"] < 0.75 * slow.breakdown_s["ep_comm"]
     assert fast.step_time_s < slow.step_time_s
+
+
+# --- a degree given as the list of values a source allows (searched among them only) ----------------------------
+def test_degree_lists_are_parsed_round_tripped_and_refused_when_impossible() -> None:
+    s = parse_scenario(_moe(ep=4) | {"parallelism": {"tp": 8, "pp": 1, "cp": 1, "ep": [4, 2, 4], "vpp": 1}})
+    assert s.parallelism.ep is None and s.parallelism.allowed("ep") == (2, 4)
+    assert scenario_to_dict(s)["parallelism"]["ep"] == [2, 4]
+    one = parse_scenario(_moe() | {"parallelism": {"tp": 8, "pp": 1, "cp": 1, "ep": [2], "vpp": 1}})
+    assert one.parallelism.ep == 2 and one.parallelism.allowed("ep") is None  # a one-value list is that value
+    for par, problem in (({"ep": [2, 3]}, "3 does not divide"),
+                         ({"tp": [8, 5]}, "5 does not divide"),
+                         ({"ep": []}, "1 to 16 integers"),
+                         ({"ep": list(range(1, 18))}, "1 to 16 integers"),
+                         ({"ep": [2, "four"]}, "must be an integer")):
+        doc = _moe()
+        doc["parallelism"] = {"tp": 8, "pp": 1, "cp": 1, "ep": 1, "vpp": 1, **par}
+        with pytest.raises(ScenarioError) as err:
+            parse_scenario(doc)
+        assert err.value.field == f"parallelism.{next(iter(par))}" and problem in err.value.message, err.value
+    dense = scenario(parallelism={"tp": 8, "pp": [1, 2], "cp": 1, "ep": [1, 2], "vpp": 1})
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(dense)
+    assert err.value.field == "parallelism.ep" and "mixture-of-experts" in err.value.message
+
+
+def test_search_stays_inside_the_listed_values() -> None:
+    """Listing [2, 4] (what a source allows) keeps the search to those values: the result is the faster of the
+    two fixed layouts, and plain auto, which may pick any degree, is never slower."""
+    doc = _moe(pp=2, moe_dispatcher="allgather")
+
+    def with_ep(ep: object) -> object:
+        d = copy.deepcopy(doc)
+        d["parallelism"]["ep"] = ep
+        return predict(d)
+
+    fixed = {ep: with_ep(ep).step_time_s for ep in (2, 4)}
+    listed = with_ep([2, 4])
+    assert listed.parallelism["ep"] == min(fixed, key=fixed.__getitem__)
+    assert listed.step_time_s == pytest.approx(min(fixed.values()))
+    assert with_ep("auto").step_time_s <= listed.step_time_s * (1 + 1e-9)
