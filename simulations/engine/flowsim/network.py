@@ -19,7 +19,10 @@ simulator sees the same switches and cables that the cost model prices. The stru
 Two link sets share the endpoint links (NVLink and NIC, numbered first): ``cables`` has one link per direction
 of every physical cable (for hashed and pinned routing, where a flow takes one cable per hop), ``bundles``
 aggregates the cables a flow may spread over (a leaf's uplinks, a pod's spine-core links) for adaptive routing
-and packet spraying, where traffic is split evenly over every equal-cost cable.
+and packet spraying, where traffic is split evenly over every equal-cost cable. A bundle carries
+``routing.AR_EFF`` of its cables' capacity (0.97 InfiniBand, 0.95 Ethernet): the residual imbalance and
+reordering of per-packet / flowlet balancing that the performance model's closed form charges too, so a study of
+adaptive routing and the shipped model agree where the uplinks are busy (and an idle bundle loses nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from simulations.engine.routing import AR_EFF
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -196,10 +201,11 @@ def bundle_links(net: Network) -> LinkSet:
     n_l = net.leaves_total if net.tiers >= 2 else 0
     n_p = net.pods_total if net.tiers == 3 else 0
     base = ep_cap.size
+    ar = AR_EFF.get(net.fabric, min(AR_EFF.values()))  # adaptive balancing's residual loss (module docstring)
     cap = np.concatenate([
         ep_cap,
-        np.full(2 * n_l, net.up * net.link_gbps),
-        np.full(2 * n_p, net.spines * net.spine_up * net.link_gbps),
+        np.full(2 * n_l, ar * net.up * net.link_gbps),
+        np.full(2 * n_p, ar * net.spines * net.spine_up * net.link_gbps),
     ])
     tier = np.concatenate([ep_tier, np.full(2 * n_l, LEAF_SPINE, dtype=np.int8),
                            np.full(2 * n_p, SPINE_CORE, dtype=np.int8)])
