@@ -174,19 +174,17 @@ def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
     axes = [run_axes(r) for r in runs]
     varied = [(k, fmt) for k, fmt in SERIES_AXES if len({ax[k] for ax in axes}) > 1]
     spec = registry.get(path)
-    lower_better = bool(spec.lower_is_better) if spec is not None and spec.lower_is_better is not None else False
+    best = min if spec is not None and spec.lower_is_better else max
     for r, ax in zip(runs, axes, strict=True):
         value = metric(r.result, path)
         if ax["nic_gbps"] is None or value is None or result_fits(r.result) is False:
             continue
         name = FABRIC_LABELS.get(ax["fabric"] or "", ax["fabric"] or "fabric")
-        for key, fmt in varied:
-            shown = ax[key] if ax[key] is not None else ("default" if key == "routing" else "—")
-            name += " · " + (fmt.format(shown) if not isinstance(shown, str) or "{}" in fmt else shown)
+        for key, fmt in varied:  # an unset routing is the fabric's default
+            name += " · " + (fmt.format(ax[key]) if ax[key] is not None else ("default" if key == "routing" else "—"))
         speeds.add(ax["nic_gbps"])
         # several runs at the same point (axes not on the chart): keep the best
         prev = points.setdefault(name, {}).get(ax["nic_gbps"])
-        best = (min if lower_better else max)
         points[name][ax["nic_gbps"]] = value if prev is None else best(prev, value)
     if not points:
         return None

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from portal.forms.common import FABRIC_LABELS
+
 #: words a failed run's error uses when the engine refused it for memory (tco refuses non-fitting runs)
 NOT_FIT_WORDS = ("does not fit", "doesn't fit", "out of memory", "exceeds the gpu memory", "exceeds gpu memory")
 LAYOUT_DEAD_END = "no layout satisfies"
@@ -223,8 +225,7 @@ def fabric_panel(run: Any) -> dict[str, Any] | None:
     return {
         "summary": " · ".join(str(x) for x in (
             f"{tiers}-tier {fabric.get('topology') or ''}".strip(),
-            {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}.get(str(fabric.get("fabric")),
-                                                                        fabric.get("fabric")),
+            FABRIC_LABELS.get(str(fabric.get("fabric")), fabric.get("fabric")),
             f"{ROUTING_TEXT.get(routing, routing)} ({origin})",
         ) if x),
         "switch": fabric.get("switch_model"), "radix": _num(fabric.get("radix")),

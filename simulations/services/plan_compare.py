@@ -3,7 +3,8 @@
 Both a comparison of two plans (or two runs of one plan) and a re-evaluation diff read the plan figures of the
 metric registry (:data:`simulations.metrics.PLAN`: utilization, first shortfall day, deadlines missed, cost per
 delivered GPU-hour, ...), so a figure is named and judged the same way everywhere. Figures are P50 over the run's
-replications, each with its P10-P90 band and whether the runs' bands overlap. A run whose result is not a finished fleet run is refused, never compared as if it were.
+replications, each with its P10-P90 band and whether the runs' bands overlap. A run whose result is not a
+finished fleet run is refused, never compared as if it were.
 """
 
 from __future__ import annotations
