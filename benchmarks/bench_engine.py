@@ -18,10 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from simulations.engine.hardware import gpu_spec
-from simulations.engine.model import Layouts, evaluate, make_context
-from simulations.engine.perf import candidate_layouts, predict, search
-from simulations.engine.scenario import parse_scenario
+from engine.document.parse import parse_scenario
+from engine.performance.api import candidate_layouts, predict, search
+from engine.performance.context import Layouts, make_context
+from engine.performance.hardware import gpu_spec
+from engine.performance.model import evaluate
 
 LLAMA_405B = {
     "name": "Llama-3-405B", "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8,

@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulations.engine.fleet import prepare, simulate_prepared
+from engine.fleet.core import prepare, simulate_prepared
 
 LLAMA_8B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336, "gated_ffn": True,
             "vocab": 128256, "seq_len": 8192}

@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulations.engine.flowsim import simulate
+from engine.flowsim.simulate import simulate
 
 MODEL = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
          "vocab": 32000, "seq_len": 4096}

@@ -14,7 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulations.engine.tco import tco
+from engine.cost.tco import tco
 
 REFERENCE: dict[str, Any] = {
     "name": "Llama-3-405B-class on 16,384 H100, 8x400G IB, 3-tier fat-tree",

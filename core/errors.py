@@ -1,7 +1,7 @@
 """The domain's errors: the one module services, selectors and scoping raise from.
 
 They know nothing of HTTP or of Django REST framework. The API's exception handler
-(``planner.api.errors.exception_handler``) turns them into 400/403/404/409/413 responses with the usual
+(``core.api.errors.exception_handler``) turns them into 400/403/404/409/413 responses with the usual
 ``{"errors": {field: [messages]}, "status": code}`` body, and the portal (``portal.views.common`` and
 ``portal.middleware``) turns them into form errors, 403 and 404 pages.
 

@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from core.context import current_request_id
 from core.context import request_id as _request_id
+from engine.budget import BudgetExceeded, work_budget
 from simulations import limits
-from simulations.engine.budget import BudgetExceeded, work_budget
 
 __all__ = ["RequestIdLogFilter", "RequestIdMiddleware", "WorkBudgetMiddleware", "current_request_id"]
 
@@ -43,7 +43,7 @@ class RequestIdLogFilter(logging.Filter):
 class WorkBudgetMiddleware:
     """Every request's engine work runs under ``FP_WEB_ENGINE_BUDGET_S``, well below the web timeout.
 
-    The engine's long loops call ``simulations.engine.budget.checkpoint()``; past the budget it raises
+    The engine's long loops call ``engine.budget.checkpoint()``; past the budget it raises
     ``BudgetExceeded``, which the API's exception handler and :meth:`process_exception` (portal pages) turn into
     a 503 — a JSON body for the API — instead of a worker held until gunicorn kills it.
     """

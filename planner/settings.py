@@ -238,15 +238,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": [
-        "planner.api.renderers.SafeJSONRenderer",
+        "core.api.renderers.SafeJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PARSER_CLASSES": [
-        "planner.api.parsers.SafeJSONParser",
-        "planner.api.parsers.SafeFormParser",
-        "planner.api.parsers.SafeMultiPartParser",
+        "core.api.parsers.SafeJSONParser",
+        "core.api.parsers.SafeFormParser",
+        "core.api.parsers.SafeMultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "planner.api.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 25,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
@@ -254,7 +254,7 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "planner.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("THROTTLE_TOKEN", default="20/min"),
     },

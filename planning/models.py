@@ -16,7 +16,7 @@ from django.db.models import Q
 from accounts.models import Team
 from accounts.scoping import AuditedModel, TeamOwnedModel
 from accounts.visibility import TeamQuerySet
-from simulations.engine.scenario import FABRICS, TOPOLOGIES
+from engine.schema.types import FABRICS, TOPOLOGIES
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
@@ -201,7 +201,7 @@ class Scenario(TeamOwnedModel):
     fabric_study = models.JSONField(
         default=dict, blank=True,
         help_text="A fabric study pinned to the scenario (issue #13): the compact routing shares of one of the "
-                  "team's succeeded fabric-study runs (simulations.engine.pinned_study). Empty = the shipped tables.",
+                  "team's succeeded fabric-study runs (engine.fabric.pinned_study). Empty = the shipped tables.",
     )
 
 
@@ -278,7 +278,7 @@ class CalibrationUpload(TeamOwnedModel):
 class CalibrationProfile(TeamOwnedModel):
     """A fitted calibration of a fleet (immutable; a new fit is the next ``version``).
 
-    ``profile`` is ``simulations.engine.calibration.Profile.to_dict()`` plus the files it came from.
+    ``profile`` is ``engine.calibration.Profile.to_dict()`` plus the files it came from.
     """
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="calibration_profiles")
@@ -300,7 +300,7 @@ class CalibrationProfile(TeamOwnedModel):
 
 # --- Capacity plans (issue #14) ------------------------------------------------------------------------
 class CapacityPlan(TeamOwnedModel):
-    """A fleet over time against a demand plan: the engine's plan document (``simulations.engine.fleet``).
+    """A fleet over time against a demand plan: the engine's plan document (``engine.fleet``).
 
     ``document`` holds clusters (with in-service and retire days), named jobs, arrival streams, policy,
     failures, costs and purchase candidates, validated by the engine's plan parser on every save. Runs of a

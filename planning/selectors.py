@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from engine.catalog import default_catalog
 from planning.models import (
     Catalog,
     CatalogItem,
@@ -17,7 +18,6 @@ from planning.models import (
     Scenario,
     Workload,
 )
-from simulations.engine.catalog import default_catalog
 
 
 def catalog_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[Catalog]:

@@ -1,6 +1,6 @@
-"""Regenerate simulations/engine/data/fabric_tables.json with the flow simulator (``make fabric-tables``).
+"""Regenerate engine/fabric/data/fabric_tables.json with the flow simulator (``make fabric-tables``).
 
-Two tables (see simulations/engine/flowsim/tables.py for what reads them):
+Two tables (see engine/flowsim/tables.py for what reads them):
 
 * ``crossing``: share of line rate of traffic crossing a leaf's uplinks by routing, offered load per uplink and
   hashed flows per NIC, on a 64-leaf, 32-down 2-tier leaf/spine (one NIC per node, ideal NICs);
@@ -26,9 +26,11 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulations.engine.errors import ScenarioError
-from simulations.engine.flowsim import FLOWSIM_VERSION, simulate
-from simulations.engine.flowsim.tables import RATE_TOL, TABLE_PATH, crossing_experiment
+from engine.errors import ScenarioError
+from engine.fabric.tables import TABLE_PATH
+from engine.flowsim.simulate import simulate
+from engine.flowsim.simulate import FLOWSIM_VERSION
+from engine.flowsim.tables import RATE_TOL, crossing_experiment
 
 MODEL = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
          "vocab": 32000, "seq_len": 4096}
@@ -83,7 +85,7 @@ def crossing_table(p: dict[str, Any]) -> dict[str, Any]:
         patterns[pattern] = grid
     progress(n, n, "crossing done", t0)
     print(file=sys.stderr)
-    return {"experiment": "crossing_experiment (simulations/engine/flowsim/tables.py)", "parameters": p,
+    return {"experiment": "crossing_experiment (engine/flowsim/tables.py)", "parameters": p,
             "patterns": patterns}
 
 

@@ -28,12 +28,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulations.engine.calibration import synth  # noqa: E402
-from simulations.engine.calibration.profile import Profile  # noqa: E402
-from simulations.engine.calibration.runs import RunModel  # noqa: E402
-from simulations.engine.hardware import gpu_spec  # noqa: E402
-from simulations.engine.model import flops_per_token, make_context  # noqa: E402
-from simulations.engine.scenario import parse_scenario  # noqa: E402
+from engine.calibration.profile import Profile  # noqa: E402
+
+from engine.calibration import synth  # noqa: E402
+from engine.calibration.runs import RunModel  # noqa: E402
+from engine.document.parse import parse_scenario  # noqa: E402
+from engine.performance.context import make_context  # noqa: E402
+from engine.performance.hardware import gpu_spec  # noqa: E402
+from engine.performance.model import flops_per_token
 
 LLAMA_7B = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
             "vocab": 32000, "seq_len": 4096}

@@ -18,7 +18,7 @@ from planner.celery import app
 
 django.setup()  # the worker loads this module before Django: the services below import models
 
-from simulations.engine.budget import checkpoint  # noqa: E402
+from engine.budget import checkpoint  # noqa: E402
 from simulations.services import execution  # noqa: E402
 
 __all__ = ["app"]

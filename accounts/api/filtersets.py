@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accounts.models import Team
-from planner.api.filtersets import ScopedFilterSet
+from core.api.filtersets import ScopedFilterSet
 
 
 class TeamFilterSet(ScopedFilterSet):

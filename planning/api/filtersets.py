@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Max, OuterRef, QuerySet, Subquery
 from django_filters import rest_framework as filters
 
-from planner.api.filtersets import ScopedFilterSet
+from core.api.filtersets import ScopedFilterSet
 from planning.models import Catalog, CatalogItem, CatalogVersion, Fleet, ObjectChange, Scenario, Workload
 
 

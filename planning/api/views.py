@@ -18,10 +18,10 @@ from rest_framework.response import Response
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability
-from planner.api.parsers import SafeFormParser as FormParser
-from planner.api.parsers import SafeJSONParser as JSONParser
-from planner.api.parsers import SafeMultiPartParser as MultiPartParser
-from planner.api.viewsets import ServiceModelViewSet
+from core.api.parsers import SafeFormParser as FormParser
+from core.api.parsers import SafeJSONParser as JSONParser
+from core.api.parsers import SafeMultiPartParser as MultiPartParser
+from accounts.api.viewsets import ServiceModelViewSet
 from planning import selectors, services
 from planning.api.filtersets import (
     CatalogFilterSet,

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='scenario',
             name='fabric_study',
-            field=models.JSONField(blank=True, default=dict, help_text="A fabric study pinned to the scenario (issue #13): the compact routing shares of one of the team's succeeded fabric-study runs (simulations.engine.pinned_study). Empty = the shipped tables."),
+            field=models.JSONField(blank=True, default=dict, help_text="A fabric study pinned to the scenario (issue #13): the compact routing shares of one of the team's succeeded fabric-study runs (engine.fabric.pinned_study). Empty = the shipped tables."),
         ),
     ]

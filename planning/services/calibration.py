@@ -1,7 +1,7 @@
 """Calibration of a fleet on the team's own measurements (issue #16).
 
 Uploads (nccl-tests output, training step logs, GPU telemetry) are size-limited, decoded as UTF-8 text and
-read by the engine's importers (``simulations.engine.calibration``: numbers through ``int``/``float`` only,
+read by the engine's importers (``engine.calibration``: numbers through ``int``/``float`` only,
 nothing executed or evaluated); a malformed file is refused with the importer's ``line N: reason`` under
 ``file``. A fit creates the fleet's next profile version (values, uncertainty, the data it came from),
 change-logged. Scenarios on the fleet carry the current profile in their engine document (``calibration``)
@@ -19,20 +19,17 @@ from django.conf import settings
 from django.db import transaction
 
 from core.errors import ValidationError
+from engine.calibration.fit import fit_profile
+from engine.calibration.nccl import parse_nccl_tests
+from engine.calibration.steplog import parse_step_log
+from engine.calibration.telemetry import parse_gpu_telemetry
+from engine.document.parse import parse_scenario
+from engine.schema.calibration import Profile, finite_json
 from planning import changelog
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet, ObjectChange, Scenario
 from planning.services.catalogs import catalog_resolve
 from planning.services.common import _err
 from planning.services.documents import fleet_cluster
-from simulations.engine.calibration import (
-    Profile,
-    finite_json,
-    fit_profile,
-    parse_gpu_telemetry,
-    parse_nccl_tests,
-    parse_step_log,
-)
-from simulations.engine.scenario import parse_scenario
 
 KINDS = ("nccl-tests", "step-log", "telemetry")
 # A nccl-tests sweep is ~10 KB and a Megatron log at log-interval 1 ~300 B per step: 4 MiB holds > 10,000 steps.

@@ -1,6 +1,6 @@
 """Capacity plans (issue #14): a fleet over time against a demand plan; created, updated and deleted here.
 
-The plan ``document`` is validated by the engine's plan parser (:func:`simulations.engine.fleet.parse_plan`)
+The plan ``document`` is validated by the engine's plan parser (:func:`engine.fleet.parse_plan`)
 on every write, so a stored plan always parses; errors name the field inside the document
 (``document.clusters[1].gpus``). Every write is change-logged in its transaction.
 """
@@ -14,14 +14,14 @@ from django.db import transaction
 
 from accounts.models import Team
 from core.errors import ValidationError
+from engine.errors import ScenarioError
+from engine.fleet.plan import parse_plan
 from planning import changelog
 from planning.models import CapacityPlan, Catalog, Fleet, ObjectChange, Workload
 from planning.services.catalogs import catalog_resolve
 from planning.services.common import _err, _update_logged
 from planning.services.documents import fleet_cluster
 from planning.services.imports import MAX_CSV_ROWS, iter_csv
-from simulations.engine.errors import ScenarioError
-from simulations.engine.fleet import parse_plan
 
 CAPACITY_PLAN_FIELDS = ("name", "description", "document", "cluster_fleets", "watched", "catalog")
 # The cluster keys a fleet decides; everything else of a plan cluster (name, in_service_day, retire_day,

@@ -18,10 +18,10 @@ from accounts.models import Membership, Team
 from accounts.roles import Capability, role_allows
 from core.errors import Conflict, PermissionDenied, ValidationError
 from core.text import find_bad_text
+from engine.catalog import default_catalog
 from planning import changelog
 from planning.models import CATALOG_KINDS, Catalog, CatalogItem, CatalogVersion, ObjectChange
 from planning.services.common import DEFAULT_CATALOG_NAME, ITEM_FIELDS, _err
-from simulations.engine.catalog import default_catalog
 
 
 def catalog_runs(*, catalog: Catalog) -> QuerySet[Any]:
@@ -152,7 +152,7 @@ def _clean_item(data: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
     return item
 
 
-def catalog_load_default(*, user: Any = None, note: str = "Loaded from simulations/engine/data") -> CatalogVersion:
+def catalog_load_default(*, user: Any = None, note: str = "Loaded from engine/catalog/data") -> CatalogVersion:
     """Load the engine's default catalog files as the global catalog; a new version only if they changed."""
     items = default_catalog()
     with transaction.atomic():

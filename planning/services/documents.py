@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import ValidationError
+from engine.document.validate import validate_scenario
+from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from planning.models import Fleet, Workload
-from simulations.engine.fabric import DEFAULT_SERVER_FOR_GPU
-from simulations.engine.validate import validate_scenario
 
 
 def document_validate(*, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None) -> None:

@@ -9,15 +9,15 @@ from django.db import transaction
 
 from accounts.models import Team
 from core.errors import ValidationError
+from engine.errors import ScenarioError
+from engine.schema.bounds import check_field
+from engine.schema.types import FABRICS, TOPOLOGIES
 from planning import changelog
 from planning.models import Fleet, ObjectChange
 from planning.services.catalogs import catalog_resolve, catalog_values
 from planning.services.common import FLEET_FIELDS, _delete_unless_used, _err, _update_logged
-from simulations.engine.bounds import check_field
-from simulations.engine.errors import ScenarioError
-from simulations.engine.scenario import FABRICS, TOPOLOGIES
 
-# Fleet numbers share the scenario's bounds (simulations/engine/bounds.py): a fleet becomes a cluster section.
+# Fleet numbers share the scenario's bounds (engine/schema/bounds.py): a fleet becomes a cluster section.
 FLEET_BOUNDS = {"server_count": "fleet.server_count", "gpus_per_node": "cluster.gpus_per_node",
                 "nics_per_node": "cluster.nics_per_node", "nic_gbps": "cluster.nic_gbps",
                 "oversubscription": "cluster.oversubscription"}

@@ -9,11 +9,11 @@ from django.db import transaction
 
 from accounts.models import Team
 from core.errors import ValidationError
+from engine.document.workload import validate_workload
+from engine.errors import ScenarioError
 from planning import changelog
 from planning.models import ObjectChange, Workload
 from planning.services.common import WORKLOAD_FIELDS, _delete_unless_used, _err, _update_logged
-from simulations.engine.errors import ScenarioError
-from simulations.engine.workload import validate_workload
 
 
 def _validate_workload(data: Mapping[str, Any]) -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 from django import forms
 
-from simulations.engine.scenario import FABRICS, FRAMEWORKS, MOE_DISPATCHERS, ROUTINGS, TOPOLOGIES
+from engine.schema.types import FABRICS, FRAMEWORKS, MOE_DISPATCHERS, ROUTINGS, TOPOLOGIES
 
 LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
-# The values are the engine's enums (one definition, simulations.engine.scenario); only the labels live here.
+# The values are the engine's enums (one definition, engine.document.parse); only the labels live here.
 FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}
 FABRIC_CHOICES = [(f, FABRIC_LABELS.get(f, f)) for f in FABRICS]
 TOPOLOGY_LABELS = {"fat-tree": "Fat-tree", "rail-optimized": "Rail-optimized", "multi-plane": "Multi-plane"}

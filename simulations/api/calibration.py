@@ -22,9 +22,9 @@ from rest_framework.response import Response
 
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.scoping import require_capability
-from planner.api.parsers import SafeFormParser as FormParser
-from planner.api.parsers import SafeJSONParser as JSONParser
-from planner.api.parsers import SafeMultiPartParser as MultiPartParser
+from core.api.parsers import SafeFormParser as FormParser
+from core.api.parsers import SafeJSONParser as JSONParser
+from core.api.parsers import SafeMultiPartParser as MultiPartParser
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.api.serializers import TeamSlugMixin
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet

@@ -21,10 +21,10 @@ from rest_framework.response import Response
 
 from accounts.roles import Capability
 from core.errors import NotFound, ValidationError
-from planner.api.parsers import SafeFormParser as FormParser
-from planner.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
-from planner.api.parsers import SafeMultiPartParser as MultiPartParser
-from planner.api.viewsets import ServiceModelViewSet
+from core.api.parsers import SafeFormParser as FormParser
+from core.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
+from core.api.parsers import SafeMultiPartParser as MultiPartParser
+from accounts.api.viewsets import ServiceModelViewSet
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.models import CapacityPlan, Catalog
 from planning.services import capacity_plans as plan_services

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.api.filtersets import ScopedFilterSet
+from core.api.filtersets import ScopedFilterSet
 from planning.models import CalibrationProfile, CalibrationUpload, CapacityPlan
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
 

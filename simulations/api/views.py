@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability, visible_team_ids
-from planner.api.viewsets import ServiceModelViewSet
+from accounts.api.viewsets import ServiceModelViewSet
 from planning import services as planning
 from planning.api.views import ScenarioViewSet
 from planning.models import Scenario

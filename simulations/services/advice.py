@@ -1,6 +1,6 @@
 """The way out of a dead end, for a run or a draft document: nearest GPU counts that have a layout.
 
-Thin wrapper over :mod:`simulations.engine.advice` (the rules live there); used by the run page, the
+Thin wrapper over :mod:`engine.performance.advice` (the rules live there); used by the run page, the
 builder's live estimate and the API's run error, so every surface offers the same way out.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from simulations.engine.advice import nearest_workable_gpus
-from simulations.engine.errors import ScenarioError
+from engine.errors import ScenarioError
+from engine.performance.advice import nearest_workable_gpus
 from simulations.models import RunStatus, SimulationRun
 
 LAYOUT_DEAD_END = "no layout satisfies"

@@ -14,12 +14,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from core.errors import ValidationError
+from engine.errors import ScenarioError
+from engine.fleet.metrics import summarize_compact
+from engine.fleet.plan import MAX_REPLICATIONS, parse_plan
 from planning.models import CapacityPlan, Fleet
 from planning.services.capacity_plans import capacity_plan_resolve
 from planning.services.catalogs import catalog_resolve
-from simulations.engine.errors import ScenarioError
-from simulations.engine.fleet import parse_plan, summarize_compact
-from simulations.engine.fleet.plan import MAX_REPLICATIONS
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun, Sweep
 from simulations.services import dispatch
 from simulations.services.hashing import engine_version, input_hash

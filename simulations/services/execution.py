@@ -29,8 +29,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.errors import ValidationError
-from simulations import engine, limits
-from simulations.engine.budget import BudgetExceeded, Cancelled, work_budget
+from engine.budget import BudgetExceeded, Cancelled, work_budget
+from engine.cost.tco import tco
+from engine.performance.api import predict, search
+from simulations import limits
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun
 from simulations.services import dispatch
 from simulations.services.advice import gpu_count_advice, is_layout_dead_end
@@ -65,11 +67,11 @@ def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params
     if kind == RunKind.FLEET:
         return jsonable(compute_fleet(document, catalog, params, progress))
     if kind == RunKind.PREDICT:
-        result: Any = engine.predict(document, catalog=catalog)
+        result: Any = predict(document, catalog=catalog)
     elif kind == RunKind.SEARCH:
-        result = engine.search(document, top_k=int(params.get("top_k", 5)), catalog=catalog)
+        result = search(document, top_k=int(params.get("top_k", 5)), catalog=catalog)
     else:
-        result = engine.tco(
+        result = tco(
             document, catalog=catalog, monte_carlo=int(params.get("monte_carlo", 0)),
             sensitivity=bool(params.get("sensitivity", False)), seed=int(params.get("seed", 0)),
         )

@@ -1,7 +1,7 @@
 """Fabric studies (issue #13): the run options of the ``fabric`` run kind and its one engine call.
 
 A fabric study is an ordinary run (same claim, lease, reaper, idempotency, cancel and retry): its ``params``
-pick the traffic, job size, placement and routing; the worker calls :func:`simulations.engine.flowsim.study`
+pick the traffic, job size, placement and routing; the worker calls :func:`engine.flowsim.study`
 and reports seeds done / total as the run's progress (a cancelled run stops at its next seed).
 
 ``params.routing``: ``"compare"`` (default: single-QP ECMP vs 8 QPs vs adaptive, the planner's first question),
@@ -16,13 +16,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.errors import ValidationError
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
+from engine.fabric.pinned_study import compact_study, describe, routing_source
+from engine.flowsim.network import TIERS
+from engine.flowsim.placement import GROUPS, PLACEMENTS
+from engine.flowsim.study import STANDARD_VARIANTS, study
+from engine.flowsim.traffic import TRAFFIC
+from engine.schema.types import ROUTINGS
 from planning import services as planning
 from planning.models import Scenario
-from simulations.engine.errors import ScenarioError
-from simulations.engine.flowsim import GROUPS, PLACEMENTS, STANDARD_VARIANTS, TIERS, TRAFFIC, study
-from simulations.engine.pinned_study import compact_study, describe, routing_source
-from simulations.engine.scenario import parse_scenario
-from simulations.engine.spec import ROUTINGS
 from simulations.models import RunKind, RunStatus, SimulationRun
 
 __all__ = [  # the portal reads the option lists from here (views do not import the engine)
@@ -140,7 +143,7 @@ def compute_fabric(document: dict[str, Any], catalog: dict[str, Any] | None, par
 
 # ------------------------------------------------------------------------ pinning a scenario to a study
 # A team may pin a scenario to one of its own succeeded fabric studies: the study's compact routing shares
-# (simulations.engine.pinned_study) are stored on the scenario (Scenario.fabric_study) and travel in its engine
+# (engine.fabric.pinned_study) are stored on the scenario (Scenario.fabric_study) and travel in its engine
 # document, so they are part of every run's input hash and snapshot, and re-evaluation picks them up.
 
 

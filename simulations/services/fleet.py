@@ -2,7 +2,7 @@
 
 A plan run is an ordinary simulation run (same claim, lease, reaper, idempotency, progress and cancel): its
 snapshot holds the plan document and the catalog values; the worker simulates ``params.replications`` seeds
-(``params.seed``, ``seed + 1``, ...) with :func:`simulations.engine.fleet.simulate_replications` and, when the
+(``params.seed``, ``seed + 1``, ...) with :func:`engine.fleet.simulate_replications` and, when the
 plan lists candidates and ``params.search`` is not false, the purchase search. Each replication done is a
 progress step, so a cancelled run stops at its next replication.
 """
@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.errors import ValidationError
-from simulations.engine.budget import checkpoint
-from simulations.engine.errors import ScenarioError
-from simulations.engine.fleet import parse_plan, search_purchases, simulate_replications
-from simulations.engine.fleet.plan import MAX_REPLICATIONS, MAX_SEARCH_SIMULATIONS
+from engine.budget import checkpoint
+from engine.errors import ScenarioError
+from engine.fleet.core import simulate_replications
+from engine.fleet.plan import MAX_REPLICATIONS, MAX_SEARCH_SIMULATIONS, parse_plan
+from engine.fleet.search import search_purchases
 
 FLEET_PARAMS = {"replications", "seed", "search"}
 MAX_RUN_REPLICATIONS = 200  # one run must finish inside the worker's time limit (~1-3 s per replication)

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from simulations.engine import ENGINE_VERSION
+from engine.version import ENGINE_VERSION
 
 
 class EngineJSONEncoder(DjangoJSONEncoder):

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import ValidationError
-from simulations.engine.bounds import check_int
-from simulations.engine.errors import ScenarioError
+from engine.errors import ScenarioError
+from engine.schema.bounds import check_int
 from simulations.models import RunKind
 from simulations.services.fabric import FABRIC_PARAMS, clean_fabric_params
 from simulations.services.fleet import FLEET_PARAMS, clean_fleet_params
@@ -47,7 +47,7 @@ def clean_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     if kind == RunKind.FLEET:
         return clean_fleet_params(params)
     out: dict[str, Any] = {}
-    for name in ("top_k", "monte_carlo", "seed"):  # bounds: simulations/engine/bounds.py, params.*
+    for name in ("top_k", "monte_carlo", "seed"):  # bounds: engine/schema/bounds.py, params.*
         if name in params:
             out[name] = bounded_int(params[name], f"params.{name}")
     if "sensitivity" in params:

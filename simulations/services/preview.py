@@ -7,8 +7,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from engine.cost.tco import tco
+from engine.performance.api import predict
 from planning import services as planning
-from simulations import engine, metrics
+from simulations import metrics
 from simulations.services.hashing import engine_version, jsonable
 
 # The live estimate's figures come from the metric registry: performance ones from predict, cost ones from tco.
@@ -21,13 +23,13 @@ def preview(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None = 
     started = time.perf_counter()
     cat = dict(catalog) if catalog is not None else planning.catalog_resolve(catalog=None)[1]
     doc = json.loads(json.dumps(dict(document)))
-    perf = jsonable(engine.predict(doc, catalog=cat).to_dict())
+    perf = jsonable(predict(doc, catalog=cat).to_dict())
     out: dict[str, Any] = {k: perf.get(k) for k in PREVIEW_FIELDS if k in perf}
     out["breakdown_s"] = perf.get("breakdown_s")
     out["parallelism"] = perf.get("parallelism")
     if out.get("fits", True):
         try:
-            costs = jsonable(engine.tco(doc, catalog=cat))
+            costs = jsonable(tco(doc, catalog=cat))
             t = costs.get("tco", {})
             for key in PREVIEW_COSTS:
                 out[key] = t.get(key)

@@ -14,11 +14,11 @@ from django.db.models import Count
 from django.utils import timezone
 
 from core.errors import ValidationError
+from engine.errors import ScenarioError
+from engine.schema.bounds import MAX_SWEEP_AXES, bound_for, check_field
 from planning import services as planning
 from planning.models import Scenario
 from simulations import metrics
-from simulations.engine.bounds import MAX_SWEEP_AXES, bound_for, check_field
-from simulations.engine.errors import ScenarioError
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun, Sweep
 from simulations.reports import run_fits
 from simulations.services import dispatch

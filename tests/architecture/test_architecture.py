@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("planner", "core", "accounts", "planning", "simulations", "portal")
+PACKAGES = ("engine", "planner", "core", "accounts", "planning", "simulations", "portal")
 MAX_LINES = 500
-# tests/ mirrors the apps: tests/<app>/<sub>/ holds the tests of <app>/<sub> (tests/simulations/engine/fleet/ for
-# simulations/engine/fleet/). Besides the apps, only these cross-cutting suites and the data folder sit in tests/.
+# tests/ mirrors the apps: tests/<app>/<sub>/ holds the tests of <app>/<sub> (tests/engine/fleet/ for
+# engine/fleet/). Besides the apps, only these cross-cutting suites and the data folder sit in tests/.
 CROSS_CUTTING = ("architecture", "security", "integration", "browser", "deploy")
 NOT_PACKAGES = ("data",)  # reference figures and calibration files, no Python
-RETIRED = ("engine", "domain", "foundation")  # the old grouping by kind; must not come back
+RETIRED = ("domain", "foundation")  # the old grouping by kind; must not come back
+RETIRED_APP_FOLDERS = (("simulations", "engine"),)  # the engine left the top app for the bottom layer (#21)
 
 
 def test_no_module_over_500_lines() -> None:
@@ -72,7 +73,7 @@ def layout_problems(root: Path, apps: tuple[str, ...] = PACKAGES) -> list[str]:
         name = folder.name
         if name in RETIRED:
             problems.append(f"tests/{name}/: the old grouping by kind is retired; put tests under "
-                            f"tests/<app>/ (e.g. tests/simulations/engine/) or a cross-cutting suite")
+                            f"tests/<app>/ (e.g. tests/engine/) or a cross-cutting suite")
         elif name not in (*apps, *CROSS_CUTTING, *NOT_PACKAGES):
             problems.append(f"tests/{name}/: neither an app ({', '.join(apps)}) nor a cross-cutting suite "
                             f"({', '.join(CROSS_CUTTING)})")
@@ -83,7 +84,9 @@ def layout_problems(root: Path, apps: tuple[str, ...] = PACKAGES) -> list[str]:
         if not (folder / "__init__.py").exists():
             problems.append(f"{rel}/: no __init__.py (test folders are packages, so equal basenames are fine)")
         app, *sub = folder.relative_to(tests).parts
-        if app in apps and sub:
+        if (app, *sub[:1]) in RETIRED_APP_FOLDERS:
+            problems.append(f"{rel}/: the engine is the top-level package engine/ now; its tests live in tests/engine/")
+        elif app in apps and sub:
             source = root.joinpath(app, *sub)
             if not (source.is_dir() or source.with_suffix(".py").is_file()):
                 problems.append(f"{rel}/: mirrors nothing; {source.relative_to(root)} is neither a package "
@@ -97,24 +100,26 @@ def test_tests_mirror_the_apps() -> None:
 
 
 def test_a_regressed_layout_is_reported(tmp_path: Path) -> None:
-    """The layout check catches what it promises: a test back in tests/engine, a test at the top of tests/,
-    an app test folder without __init__.py, a folder that mirrors no package, and an unknown suite."""
-    (tmp_path / "simulations" / "engine").mkdir(parents=True)
+    """The layout check catches what it promises: a test back in tests/simulations/engine, a test at the top of
+    tests/, an app test folder without __init__.py, a folder that mirrors no package, and an unknown suite."""
+    (tmp_path / "simulations").mkdir(parents=True)
+    (tmp_path / "engine" / "fleet").mkdir(parents=True)
     tests = tmp_path / "tests"
     for folder, files in {
         "": ("__init__.py", "conftest.py", "test_loose.py"),
-        "engine": ("__init__.py", "test_perf.py"),
         "domain": ("__init__.py", "test_capacity_plans.py"),
         "simulations": ("__init__.py",),
-        "simulations/engine": ("test_perf.py",),
+        "simulations/engine": ("__init__.py", "test_perf.py"),
+        "engine": ("__init__.py",),
+        "engine/fleet": ("test_sim.py",),
         "simulations/widgets": ("__init__.py", "test_widgets.py"),
         "misc": ("__init__.py", "test_misc.py"),
     }.items():
         (tests / folder).mkdir(parents=True, exist_ok=True)
         for name in files:
             (tests / folder / name).write_text("def test_x() -> None:\n    assert True\n")
-    problems = "\n".join(layout_problems(tmp_path, apps=("simulations",)))
-    for expected in ("tests/test_loose.py", "tests/engine/", "tests/domain/", "tests/misc/",
-                     "tests/simulations/engine/: no __init__.py", "tests/simulations/widgets/: mirrors nothing"):
+    problems = "\n".join(layout_problems(tmp_path, apps=("simulations", "engine")))
+    for expected in ("tests/test_loose.py", "tests/simulations/engine/: the engine is", "tests/domain/", "tests/misc/",
+                     "tests/engine/fleet/: no __init__.py", "tests/simulations/widgets/: mirrors nothing"):
         assert expected in problems, problems
     assert "tests/simulations/: " not in problems, problems

@@ -18,9 +18,9 @@ LLAMA_8B = {"name": "Llama-3-8B", "layers": 32, "hidden": 4096, "heads": 32, "kv
 
 def _finished_runs(team: Any, user: Any) -> tuple[Any, list[Any]]:
     """A scenario and three succeeded TCO runs at 200/400/800G with real engine results (no worker needed)."""
+    from engine.cost.tco import tco
     from planning import services as planning
     from simulations import services as sim
-    from simulations.engine import tco
     from simulations.models import RunKind, RunStatus, SimulationRun
 
     planning.catalog_load_default()

@@ -32,7 +32,7 @@ def test_400_names_the_field(make_user, api_client_for) -> None:
 
 
 def test_flatten_nested_errors() -> None:
-    from planner.api.errors import flatten_errors
+    from core.api.errors import flatten_errors
 
     nested = {"cluster": {"gpus": ["must be positive"]}, "axes": [{}, {"values": ["empty"]}], "non_field_errors": ["x"]}
     assert flatten_errors(nested) == {"cluster.gpus": ["must be positive"], "axes.1.values": ["empty"], "detail": ["x"]}

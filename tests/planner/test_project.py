@@ -35,7 +35,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_engine_source_imports_no_django_or_upper_layers() -> None:
-    engine = ROOT / "simulations" / "engine"
+    engine = ROOT / "engine"
     offenders = {}
     for path in engine.rglob("*.py"):
         bad = {
@@ -50,7 +50,7 @@ def test_engine_source_imports_no_django_or_upper_layers() -> None:
 
 def test_engine_imports_standalone_without_django_loaded() -> None:
     code = (
-        "import sys; import simulations.engine as e; from simulations.engine import catalog; "
+        "import sys; import engine as e; from engine import catalog; "
         "catalog.default_catalog(); "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'"
     )
@@ -65,7 +65,7 @@ def test_views_do_not_import_the_engine_directly() -> None:
         list((ROOT / "portal").rglob("*views*.py")) + list((ROOT / "portal" / "views").glob("*.py"))
         + list(ROOT.glob("*/api/views*.py")) + list(ROOT.glob("*/api/views/*.py"))
     ):
-        bad = {n for n in _imports(path) if n.startswith("simulations.engine")}
+        bad = {n for n in _imports(path) if n.startswith("engine")}
         if bad:
             offenders[str(path.relative_to(ROOT))] = sorted(bad)
     assert offenders == {}

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_load_default_is_idempotent(default_catalog) -> None:
+    from engine.catalog import default_catalog as engine_default
     from planning import services
-    from simulations.engine.catalog import default_catalog as engine_default
 
     again = services.catalog_load_default()
     assert again.catalog == default_catalog and again.number == 1

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_seed_demo_is_idempotent_and_every_scenario_predicts(db: Any) -> None:
+    from engine.performance.api import predict
     from planning import services
     from planning.models import Scenario
-    from simulations.engine.perf import predict
 
     call_command("seed_demo", verbosity=0)
     count = Scenario.objects.filter(team__slug="demo").count()

@@ -52,9 +52,9 @@ def scenario_for(catalog: Any) -> Any:
 @pytest.fixture
 def finished_run(catalog: Any) -> Any:
     """A SUCCEEDED run with a real engine result (no worker needed)."""
+    from engine.cost.tco import tco
     from planning import services as planning
     from simulations import services as sim
-    from simulations.engine.tco import tco
     from simulations.models import RunKind, RunStatus
 
     def _make(scenario: Any, user: Any, *, monte_carlo: int = 200, **cluster: Any) -> Any:

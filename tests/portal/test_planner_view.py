@@ -143,9 +143,9 @@ def test_not_fitting_run_is_never_best_of_a_sweep(make_user: Any, team: Any, sce
 # --- 4. layout panel ---------------------------------------------------------------------------------------
 def test_search_run_shows_layout_alternatives_and_memory(client: Any, make_user: Any, team: Any,
                                                          scenario_for: Any) -> None:
+    from engine.performance.api import search
     from planning import services as planning
     from simulations import services as sim
-    from simulations.engine import search
     from simulations.models import RunKind, RunStatus
 
     planner = make_user("planner", team)
@@ -245,8 +245,8 @@ def test_scenario_list_names_the_gpu(client: Any, make_user: Any, team: Any, sce
 
 
 def test_builder_defaults_equal_the_catalog(client: Any, make_user: Any, team: Any, catalog: Any) -> None:
+    from engine.catalog import default_catalog
     from portal.forms import ScenarioBuilderForm
-    from simulations.engine.catalog import default_catalog
 
     facility = next(i for i in default_catalog().values() if i.get("kind") == "facility")["specs"]
     _login(client, make_user("planner", team))

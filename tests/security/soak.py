@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from simulations.engine.bounds import BOUNDS
+from engine.schema.bounds import BOUNDS
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LOADGEN = ROOT / "benchmarks" / "loadgen.py"

@@ -7,8 +7,10 @@ import time
 
 import pytest
 
-from simulations.engine import bounds
-from simulations.engine.bounds import (
+from engine.budget import BudgetExceeded, Cancelled, checkpoint, current, work_budget
+from engine.errors import ScenarioError
+from engine.schema import bounds
+from engine.schema.bounds import (
     BOUNDS,
     BoundError,
     WorkLimitError,
@@ -17,8 +19,6 @@ from simulations.engine.bounds import (
     check_int,
     check_number,
 )
-from simulations.engine.budget import BudgetExceeded, Cancelled, checkpoint, current, work_budget
-from simulations.engine.scenario import ScenarioError
 
 HOSTILE_NON_NUMBERS = [True, False, "1024", "1e3", None, [], {}, [8], {"low": 1}]
 HOSTILE_NON_FINITE = [math.inf, -math.inf, math.nan, 1e308, -1e308, 10**400, -(10**400)]

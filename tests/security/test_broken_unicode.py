@@ -203,7 +203,7 @@ def test_json_escapes_inside_csv_cells_are_refused(world, admin, escape) -> None
 
 def test_every_endpoint_parses_with_the_safe_parsers() -> None:
     """A view that sets ``parser_classes`` to DRF's own parsers would let NUL and lone surrogates through."""
-    from planner.api.parsers import SafeFormParser, SafeJSONParser, SafeMultiPartParser
+    from core.api.parsers import SafeFormParser, SafeJSONParser, SafeMultiPartParser
     from tests.security.endpoints import api_endpoints
 
     safe = (SafeJSONParser, SafeFormParser, SafeMultiPartParser)
@@ -218,7 +218,7 @@ def test_every_endpoint_parses_with_the_safe_parsers() -> None:
 
 def test_renderer_falls_back_to_ascii_escapes() -> None:
     """Defence in depth: if unencodable text ever reaches a response, it is escaped, not a 500."""
-    from planner.api.renderers import SafeJSONRenderer
+    from core.api.renderers import SafeJSONRenderer
 
     out = SafeJSONRenderer().render({"errors": {"prices.\ud800": ["caf\u00e9"]}, "status": 400})
     assert json.loads(out) == {"errors": {"prices.\ud800": ["caf\u00e9"]}, "status": 400}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from simulations.engine.budget import checkpoint
+from engine.budget import checkpoint
 from tests.security.seed import seed_world
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_preview_past_its_budget_answers_json_503_quickly(world, settings, monke
 
 def test_the_budget_is_per_request(world, settings, monkeypatch) -> None:
     """A request after a 503 has a fresh budget (nothing leaks between requests)."""
-    from simulations.engine import budget
+    from engine import budget
 
     settings.FP_WEB_ENGINE_BUDGET_S = 0.2
     client = APIClient()

@@ -1,6 +1,6 @@
 """Huge, non-integral and mistyped numbers in every numeric field: a fast 400 naming the field, nothing stored.
 
-The fields are the bounds table (simulations/engine/bounds.py), so a field added there is covered here. Each is
+The fields are the bounds table (engine/schema/bounds.py), so a field added there is covered here. Each is
 sent through the preview endpoint (a full document), and the main ones through sweep axes and run parameters,
 where the probe of issue #11 found values accepted with 202 that later failed or hung in the worker.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from simulations.engine.bounds import BOUNDS
+from engine.schema.bounds import BOUNDS
 from tests.security.seed import World, document, seed_world
 from tests.security.test_hostile_input import _fingerprint
 

@@ -1,4 +1,4 @@
-"""Load simulations/engine/data/*.json as the global read-only default catalog (idempotent)."""
+"""Load engine/catalog/data/*.json as the global read-only default catalog (idempotent)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = "Load the engine's default vendor catalog into the database; a new version only if the files changed."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--note", default="Loaded from simulations/engine/data")
+        parser.add_argument("--note", default="Loaded from engine/catalog/data")
 
     def handle(self, *args: Any, **options: Any) -> None:
         version = services.catalog_load_default(note=options["note"])

@@ -10,11 +10,11 @@ from django.db import transaction
 
 from accounts.models import Membership, Team, User
 from accounts.roles import Role
+from engine.fleet.examples import demo_plan
 from planning import services
 from planning.models import CapacityPlan, Fleet, Scenario, Workload
 from planning.presets import PRESETS
 from planning.services.capacity_plans import capacity_plan_create
-from simulations.engine.fleet.examples import demo_plan
 
 MODELS: dict[str, dict[str, Any]] = {
     "Llama-3-70B": {"name": "Llama-3-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,

@@ -1,7 +1,7 @@
 """``manage.py calibrate MANIFEST.json [--format json|table] [--out PROFILE.json]``: fit a fleet's profile.
 
 The manifest names the fleet, its nccl-tests files and its runs' step logs (see
-simulations/engine/calibration/manifest.py; try examples/calibration/manifest.json). No database needed.
+engine/calibration/manifest.py; try examples/calibration/manifest.json). No database needed.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from engine.schema.calibration import Profile
 
-from simulations.engine.calibration.manifest import fit_manifest
-from simulations.engine.calibration.profile import Profile
+from engine.calibration.manifest import fit_manifest
 
 
 class Command(BaseCommand):

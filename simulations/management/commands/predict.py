@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from simulations.engine.catalog import CatalogError
-from simulations.engine.perf import predict, search
+from engine.catalog import CatalogError
+from engine.performance.api import predict, search
 from simulations.management.commands._documents import read_document
 
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from simulations.engine.catalog import CatalogError
-from simulations.engine.flowsim import PLACEMENTS, simulate, study
-from simulations.engine.spec import ROUTINGS
+from engine.catalog import CatalogError
+from engine.flowsim.simulate import simulate
+from engine.flowsim.study import study
+from engine.flowsim.placement import PLACEMENTS
+from engine.schema.types import ROUTINGS
 from simulations.management.commands._documents import read_document
 
 

@@ -16,8 +16,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from simulations.engine.fleet import parse_plan, search_purchases, simulate_replications
-from simulations.engine.fleet.plan import MAX_REPLICATIONS
+from engine.fleet.core import simulate_replications
+from engine.fleet.plan import MAX_REPLICATIONS, parse_plan
+from engine.fleet.search import search_purchases
 from simulations.management.commands._documents import read_document
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from simulations.engine.tco import tco
+from engine.cost.tco import tco
 from simulations.management.commands._documents import read_document
 
 

@@ -1,4 +1,4 @@
-"""``manage.py validation_report``: regenerate docs/validation.md from simulations/engine/data/validation/."""
+"""``manage.py validation_report``: regenerate docs/validation.md from engine/validation/data/."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from tqdm import tqdm
 
-from simulations.engine.validation import REPO_ROOT, load_runs, render_markdown, summary, validation_rows
+from engine.validation import REPO_ROOT, load_runs, render_markdown, summary, validation_rows
 
 
 class Command(BaseCommand):

@@ -12,8 +12,8 @@ def _examples(serializer: Any) -> list[Any]:
 
 
 def test_preview_request_example_is_a_valid_engine_document() -> None:
+    from engine.document.validate import validate_scenario
     from simulations.api.serializers import PreviewRequestSerializer
-    from simulations.engine.validate import validate_scenario
 
     examples = _examples(PreviewRequestSerializer)
     assert examples, "PreviewRequestSerializer documents an example request"
@@ -22,8 +22,8 @@ def test_preview_request_example_is_a_valid_engine_document() -> None:
 
 
 def test_a_stale_example_would_fail() -> None:
-    from simulations.engine.errors import ScenarioError
-    from simulations.engine.validate import validate_scenario
+    from engine.document.validate import validate_scenario
+    from engine.errors import ScenarioError
 
     with pytest.raises(ScenarioError):
         validate_scenario({"model": {"preset": "llama-3-70b"}, "training": {"global_batch_tokens": 1},

@@ -134,8 +134,8 @@ def test_bad_params_and_cancel(world: dict[str, Any], plan: Any, api_client_for:
 
 def test_replications_fan_out_as_one_sweep_of_runs_and_merge_exactly(world: dict[str, Any], plan: Any,
                                                                      api_client_for: Any) -> None:
+    from engine.fleet.core import simulate_replications
     from simulations import services
-    from simulations.engine.fleet import simulate_replications
     from simulations.models import SimulationRun, Sweep
 
     client = api_client_for(world["users"]["planner"])

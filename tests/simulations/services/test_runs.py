@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_real_engine_predict_run_end_to_end(world) -> None:
+    from engine.version import ENGINE_VERSION
     from simulations import services
-    from simulations.engine import ENGINE_VERSION
 
     x = world["x"]
     run = services.run_submit(scenario=x["scenario"], user=world["users"]["planner"], kind="predict")

@@ -1,0 +1,119 @@
+"""One error body for every API failure.
+
+Shape (documented in docs/api.md and the OpenAPI description)::
+
+    {"errors": {"<field or 'detail'>": ["message", ...]}, "status": 400}
+
+Nested serializer errors are flattened to dotted paths (``cluster.gpus``); list errors use indices
+(``axes.0.values``). Unexpected exceptions are logged and become a 500 with the same shape, so clients
+never have to parse HTML.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from core import errors as domain
+from core.errors import flatten as flatten_errors
+from engine.budget import BudgetExceeded
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(errors: dict[str, list[str]], code: int) -> Response:
+    return Response({"errors": errors, "status": code}, status=code)
+
+
+class EngineBudgetExceeded(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The engine work of this request exceeded its time budget."
+    default_code = "engine_budget_exceeded"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body too large."
+    default_code = "payload_too_large"
+
+
+class Conflict(exceptions.ValidationError):
+    """409 with field-style errors (``{"detail": [...], "dependents": [...]}``)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def translate_domain_error(exc: domain.DomainError) -> exceptions.APIException:
+    """The domain's own errors (:mod:`core.errors`) as the DRF exceptions that answer them."""
+    if isinstance(exc, domain.PermissionDenied):
+        return exceptions.PermissionDenied(exc.message)
+    if isinstance(exc, domain.NotFound):
+        return exceptions.NotFound(exc.message)
+    if isinstance(exc, domain.PayloadTooLarge):
+        return PayloadTooLarge(exc.message)
+    if isinstance(exc, domain.Conflict):
+        return Conflict(exc.detail)
+    return exceptions.ValidationError(exc.detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # Hostile bodies: too large for DATA_UPLOAD_MAX_MEMORY_SIZE, nested past the parser's recursion limit,
+    # or not decodable. None of these is an APIException, so without this they would be 500s.
+    if isinstance(exc, BudgetExceeded):
+        exc = EngineBudgetExceeded(
+            f"{exc}; narrow the request (fix some \"auto\" settings) or submit it as a run"
+        )
+    elif isinstance(exc, domain.DomainError):
+        exc = translate_domain_error(exc)
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(
+            f"Request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE={settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+        )
+    elif isinstance(exc, RecursionError):
+        exc = exceptions.ParseError("JSON parse error - nested too deeply.")
+    elif isinstance(exc, UnicodeDecodeError):
+        exc = exceptions.ParseError("Request body is not valid UTF-8.")
+    elif isinstance(exc, DataError):
+        # The database refused a value (e.g. text it cannot store, a number out of range). Services write
+        # inside transactions, so nothing was stored; it is the input's fault, not the server's.
+        logger.info("database refused a value: %s", exc)
+        first = (str(exc).strip().splitlines() or ["invalid value"])[0]
+        exc = exceptions.ValidationError({"detail": [f"A value cannot be stored: {first}"]})
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+        )
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, ValueError) and hasattr(exc, "field"):
+        # Engine errors (ScenarioError / CatalogError) carry the offending field.
+        exc = exceptions.ValidationError({str(exc.field): [str(getattr(exc, "message", exc))]})
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        logger.exception("unhandled API error", exc_info=exc)
+        return error_response({"detail": ["Internal server error."]}, status.HTTP_500_INTERNAL_SERVER_ERROR)
+    data = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        errors = flatten_errors(data)
+    elif isinstance(data, dict) and "detail" in data:
+        errors = {"detail": [str(data["detail"])]}
+    else:
+        errors = flatten_errors(data)
+    response.data = {"errors": errors, "status": response.status_code}
+    if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
+        response["Retry-After"] = "30"
+    return response

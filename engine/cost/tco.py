@@ -1,0 +1,117 @@
+"""Total cost of ownership of a training cluster and of one training run.
+
+Pure Python + numpy (no Django). ``tco(scenario)`` parses the scenario once (:mod:`.scenario`: the same checks
+as ``predict`` and save-time validation), predicts performance on the parsed scenario, prices the fabric sized on
+its topology, estimates goodput and prices everything from the catalog and the scenario's ``costs`` section.
+The equations live in :mod:`.costing`; ranges, Monte Carlo and sensitivity in :mod:`.uncertainty`.
+Equations, defaults and what counts as "network": docs/cost-model.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from engine.catalog import Catalog
+from engine.cost import uncertainty
+from engine.cost.costing import (  # noqa: F401 - re-exported: public names of this module before the split
+    CATEGORIES,
+    CATEGORY_PREFIX,
+    HOURS_PER_YEAR,
+    Line,
+    PerfPoint,
+    annual,
+    build_lines,
+    capital_recovery_factor,
+    evaluate,
+    goodput_for,
+    perf_point,
+)
+from engine.document.costs_section import resolve_costs
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
+from engine.fabric.sizing import FabricPlan
+from engine.fabric.topology import fabric_block
+from engine.schema.bounds import check_int
+from engine.schema.types import CostParams, FloatLike, Topology
+
+
+def _f(x: FloatLike) -> float:
+    return float(np.asarray(x))
+
+
+def _line_dict(ln: Line, params: CostParams) -> dict[str, Any]:
+    return {
+        "category": ln.category,
+        "item": ln.item,
+        "quantity": _f(ln.quantity),
+        "unit_price_usd": _f(ln.unit_price_usd),
+        "total_usd": _f(ln.total),
+        "basis": ln.basis,
+        "annual_usd": _f(annual(ln, params)),
+        "network": ln.group == "network",
+        "source": ln.source,
+    }
+
+
+def fabric_section(plan: FabricPlan, topology: Topology) -> dict[str, Any]:
+    """The ``fabric`` block of a tco result: ``predict``'s fabric block (same keys, same values) plus media,
+    ports and power of the plan."""
+    d = plan.to_dict()
+    out = fabric_block(topology)
+    out.update({
+        "nic_model": plan.nic_model,
+        "leaf_placement": d["leaf_placement"],
+        "endpoints": d["endpoints"],
+        "ports_used": d["ports_used"],
+        "ports_available": d["ports_available"],
+        "nics": d["nics"],
+        "transceivers": d["transceivers"],
+        "cables": d["cables"],
+        "network_power_kw": d["network_power_kw"],
+        "nic_power_kw": d["nic_power_kw"],
+        "power_kw": d["power_kw"],
+    })
+    return out
+
+
+def tco(scenario: Mapping[str, Any], catalog: Catalog | None = None, monte_carlo: int = 0,
+        sensitivity: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Fabric, TCO, goodput and performance of ``scenario``; optional Monte Carlo and tornado sensitivity.
+
+    Numeric inputs in ``costs``, ``cluster`` and ``training`` may be ranges ``{"low", "likely", "high"}``; the
+    deterministic figures use ``likely``.
+    """
+    if not isinstance(scenario, Mapping):
+        raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
+    monte_carlo = check_int(monte_carlo, "params.monte_carlo")
+    seed = check_int(seed, "params.seed")
+    s = parse_scenario(scenario, catalog)  # the one parser: ranges, costs, fabric and layout checks
+    ranges = s.ranges
+    params = s.cost_params if s.cost_params is not None else resolve_costs(None, catalog)
+    point = perf_point(s, catalog, params)
+    lines, summary, gp = evaluate(point, params, catalog)
+    tco_out: dict[str, Any] = {k: _f(v) for k, v in summary.items() if not k.startswith(CATEGORY_PREFIX)}
+    tco_out["annual_by_category_usd"] = {c: _f(summary.get(f"{CATEGORY_PREFIX}{c}", 0.0)) for c in CATEGORIES}
+    tco_out["line_items"] = [_line_dict(ln, params) for ln in lines if _f(ln.total) != 0.0]
+    tco_out["facility_mode"] = params.facility_mode
+    tco_out["server_model"] = point.server_key
+    goodput_out: dict[str, Any] = {k: _f(v) for k, v in gp.items()}
+    scale = _f(params.goodput.get("failure_rate_scale", 1.0))
+    goodput_out["interruptions_by_component_per_day"] = {k: scale * r for k, r in point.rate_by_component.items()}
+    goodput_out["checkpoint_gb"] = _f(point.params * np.asarray(
+        params.goodput.get("checkpoint_bytes_per_param", point.reliability.checkpoint_bytes_per_param))) / 1e9
+    out: dict[str, Any] = {
+        "fabric": fabric_section(point.plan, s.topo),
+        "tco": tco_out,
+        "goodput": goodput_out,
+        "performance": point.performance,
+    }
+    if monte_carlo > 0:
+        out["monte_carlo"] = uncertainty.monte_carlo(scenario, catalog, samples=monte_carlo, seed=seed,
+                                                     ranges=ranges, base_point=point)
+    if sensitivity:
+        out["sensitivity"] = uncertainty.sensitivity(scenario, catalog, ranges=ranges, base_point=point)
+    return out

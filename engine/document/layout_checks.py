@@ -1,0 +1,81 @@
+"""Cross-field checks of a parsed scenario's parallel degrees (the one parser calls :func:`check_layout`).
+
+Degrees that are given are checked against the model and the cluster here, with an error naming the field;
+degrees left to the search are checked by the search. A degree given as a list of allowed values has each
+value checked as if it were given.
+"""
+
+from __future__ import annotations
+
+import math
+
+from engine.errors import ScenarioError
+from engine.schema.types import Scenario
+
+
+def _degree_problem(s: Scenario, key: str, v: int) -> str | None:
+    """Why ``v`` cannot be the ``key`` degree of this scenario whatever the other degrees (None if it can)."""
+    m, c = s.model, s.cluster
+    if c.gpus % v and key in ("tp", "pp", "cp", "ep"):
+        return f"does not divide cluster.gpus={c.gpus}"
+    if key == "tp" and m.heads % v:
+        return f"does not divide model.heads={m.heads}"
+    if key == "pp" and v > m.layers:
+        return f"exceeds model.layers={m.layers}"
+    if key == "cp" and m.seq_len % v:
+        return f"does not divide model.seq_len={m.seq_len}"
+    if key == "ep" and v > 1 and m.moe is None:
+        return "needs a mixture-of-experts model (model.moe)"
+    if key == "ep" and m.moe is not None and m.moe.experts % v:
+        return f"does not divide model.moe.experts={m.moe.experts}"
+    if key == "vpp" and v > m.layers:
+        return f"exceeds model.layers={m.layers}"
+    return None
+
+
+def check_layout(s: Scenario) -> None:
+    """Cross-field checks for degrees that are given (auto ones are checked by the search)."""
+    m, t, p, c = s.model, s.training, s.parallelism, s.cluster
+    if p.tp is not None and m.heads % p.tp:
+        raise ScenarioError("parallelism.tp", f"{p.tp} does not divide model.heads={m.heads}")
+    if p.pp is not None and p.pp > m.layers:
+        raise ScenarioError("parallelism.pp", f"{p.pp} exceeds model.layers={m.layers}")
+    if p.cp is not None and m.seq_len % p.cp:
+        raise ScenarioError("parallelism.cp", f"{p.cp} does not divide model.seq_len={m.seq_len}")
+    if p.vpp is not None and p.pp is not None:
+        if p.vpp > 1 and p.pp == 1:
+            raise ScenarioError("parallelism.vpp", "interleaving (vpp > 1) needs parallelism.pp > 1")
+        if p.pp * p.vpp > m.layers:
+            raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds model.layers={m.layers}")
+    if p.ep is not None and p.ep > 1:
+        if m.moe is None:
+            raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)")
+        if m.moe.experts % p.ep:
+            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}")
+    for key, values in p.choices:  # each allowed value must be one the degree can take
+        for v in values:
+            problem = _degree_problem(s, key, v)
+            if problem:
+                raise ScenarioError(f"parallelism.{key}", f"{v} {problem}")
+    fixed = [v for v in (p.tp, p.pp, p.cp) if v is not None]
+    prod = math.prod(fixed)
+    if c.gpus % prod:
+        raise ScenarioError("parallelism", f"tp*pp*cp={prod} does not divide cluster.gpus={c.gpus}")
+    if p.tp is not None and p.pp is not None and p.cp is not None:
+        if p.dp is not None and p.tp * p.pp * p.dp * p.cp != c.gpus:
+            raise ScenarioError(
+                "parallelism.dp",
+                f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}",
+            )
+        dp = p.dp if p.dp is not None else c.gpus // prod
+        if p.ep is not None and p.ep > 1 and (dp * p.cp) % p.ep:
+            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp={dp * p.cp}")
+        if t.global_batch % dp:
+            raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={dp}")
+        if t.micro_batch is not None and t.global_batch % (dp * t.micro_batch):
+            raise ScenarioError(
+                "training.global_batch",
+                f"{t.global_batch} is not divisible by dp*micro_batch={dp * t.micro_batch}",
+            )
+    elif p.dp is not None and t.global_batch % p.dp:
+        raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}")

@@ -1,0 +1,24 @@
+"""Validate a whole scenario document without running it.
+
+Save-time validation is the parser itself (:func:`engine.document.parse.parse_scenario`): the very
+checks ``predict`` and ``tco`` apply before computing — structure and values against the bounds table, ranges
+(low <= likely <= high), the ``costs`` section, catalog keys, and the fabric sizing (an unbuildable fabric or a
+routing mode the switch lacks) — so the platform refuses a bad scenario at save time with the field named,
+rather than at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.catalog import Catalog
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
+
+
+def validate_scenario(scenario: Mapping[str, Any], catalog: Catalog | None = None) -> None:
+    """Raise ScenarioError (a ValueError with ``.field``) if ``scenario`` is invalid."""
+    if not isinstance(scenario, Mapping):
+        raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
+    parse_scenario(scenario, catalog=catalog)

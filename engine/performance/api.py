@@ -1,0 +1,281 @@
+"""Public entry points of the training performance engine: ``predict`` and ``search``.
+
+Both build arrays of candidate layouts and call the one vectorised model in
+:mod:`engine.performance.model`; ``predict`` on a fully specified layout evaluates an array of length 1.
+Settings given as ``"auto"`` are searched; the fastest layout that fits in memory wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.budget import checkpoint
+from engine.catalog import Catalog
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
+from engine.fabric.topology import fabric_block
+from engine.performance.calibrated import overlay_from_scenario
+from engine.performance.context import LAYOUT_FIELDS, Context, Layouts, make_context
+from engine.performance.hardware import gpu_spec
+from engine.performance.memory import usable_memory_bytes
+from engine.performance.model import BREAKDOWN_KEYS, RECOMPUTE_CODES, RECOMPUTE_NAMES, Arr, divisors, evaluate
+from engine.performance.result import Alternative, Result, SearchResult
+from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
+from engine.schema.types import Scenario
+
+MAX_TP = 64
+MAX_CP = 32
+MAX_MICRO_BATCH = 128
+MAX_VPP = 16
+
+
+# ------------------------------------------------------------------------------------------- candidates
+
+
+def _cross(base: dict[str, Arr], name: str, options: Arr) -> dict[str, Arr]:
+    """Cartesian product of the rows in ``base`` with ``options`` for a new column ``name``."""
+    n = len(next(iter(base.values()))) if base else 1
+    check_work("candidate layouts", n * len(options), MAX_LAYOUTS, "parallelism",  # before allocating
+               hint='fix some parallelism degrees, training.micro_batch or training.recompute instead of "auto"')
+    out = {k: np.repeat(v, len(options)) for k, v in base.items()}
+    out[name] = np.tile(options.astype(np.float64), n)
+    return out
+
+
+def _evaluate(ctx: Any, lay: Layouts) -> dict[str, Arr]:
+    """``evaluate`` in chunks of ``LAYOUT_CHUNK`` layouts with a budget checkpoint between chunks: memory stays
+    bounded and a web request's time budget or a run's cancel stops a long search (engine/budget.py)."""
+    checkpoint()
+    n = len(lay)
+    if n <= LAYOUT_CHUNK:
+        return evaluate(ctx, lay)
+    parts: list[dict[str, Arr]] = []
+    for start in range(0, n, LAYOUT_CHUNK):
+        idx = np.arange(start, min(n, start + LAYOUT_CHUNK), dtype=np.intp)
+        parts.append(evaluate(ctx, lay.take(idx)))
+        checkpoint()
+    out: dict[str, Arr] = {}
+    for key, first in parts[0].items():
+        if np.ndim(first) >= 1 and np.shape(first)[0] == min(n, LAYOUT_CHUNK):
+            out[key] = np.concatenate([part[key] for part in parts])
+        else:  # a per-scenario constant: the same in every chunk
+            out[key] = first
+    return out
+
+
+def _filter(base: dict[str, Arr], keep: npt.NDArray[np.bool_]) -> dict[str, Arr]:
+    return {k: v[keep] for k, v in base.items()}
+
+
+def _opts(value: int | None, auto: Callable[[], list[int]], allowed: tuple[int, ...] | None = None) -> Arr:
+    """The fixed ``value``, the ``allowed`` values the scenario lists for a searched degree, or the "auto"
+    options (computed only when needed: a fixed layout pays nothing)."""
+    if value is not None:
+        return np.asarray([value], dtype=np.float64)
+    return np.asarray(list(allowed) if allowed is not None else auto(), dtype=np.float64)
+
+
+def candidate_layouts(s: Scenario) -> Layouts:
+    """Every layout allowed by the scenario: fixed settings as given, "auto" ones enumerated."""
+    m, t, p, c = s.model, s.training, s.parallelism, s.cluster
+    gpus = c.gpus
+    base: dict[str, Arr] = {"tp": _opts(p.tp, lambda: [d for d in divisors(m.heads) if d <= MAX_TP and gpus % d == 0],
+                                        p.allowed("tp"))}
+    base = _cross(base, "pp", _opts(p.pp, lambda: [d for d in divisors(gpus) if d <= m.layers], p.allowed("pp")))
+    base = _cross(base, "cp", _opts(p.cp, lambda: [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP],
+                                    p.allowed("cp")))
+    prod = base["tp"] * base["pp"] * base["cp"]
+    base = _filter(base, np.mod(gpus, prod) == 0)
+    base["dp"] = gpus / (base["tp"] * base["pp"] * base["cp"])
+    if p.dp is not None:
+        base = _filter(base, base["dp"] == p.dp)
+    base = _filter(base, np.mod(t.global_batch, base["dp"]) == 0)
+    if m.moe is not None:
+        experts = m.moe.experts
+        base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus], p.allowed("ep")))
+        base = _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
+    else:
+        base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, lambda: [1]))
+    base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1)), p.allowed("vpp")))
+    per_stage = np.ceil(m.layers / base["pp"])
+    ok = (base["pp"] * base["vpp"] <= m.layers) & ((base["pp"] > 1) | (base["vpp"] == 1))
+    if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
+        ok &= np.mod(per_stage, base["vpp"]) == 0
+    base = _filter(base, ok)
+    base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch) if d <= MAX_MICRO_BATCH]))
+    base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
+    rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
+    base = _cross(base, "recompute", _opts(rc, lambda: [0, 1, 2]))
+    base = _cross(base, "zero", _opts(t.zero, lambda: [0, 1, 2, 3]))
+    if p.sequence_parallel is None:
+        base["sp"] = (base["tp"] > 1).astype(np.float64)
+    else:
+        base["sp"] = np.full_like(base["tp"], 1.0 if p.sequence_parallel else 0.0)
+    if len(base["tp"]) == 0:
+        raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
+                            "global_batch divisible by dp*micro_batch, pp*vpp <= layers)")
+    return Layouts(**{k: base[k] for k in LAYOUT_FIELDS})
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: int) -> Result:
+    gpus = float(s.cluster.gpus)
+    step = float(out["step_time_s"][i])
+    tps = float(out["tokens_per_s"][i])
+    model_tf = float(out["model_flops"][i]) / step / gpus
+    hw_tf = float(out["hardware_flops"][i]) / step / gpus
+    peak = ctx.peak
+    train_s = s.training.tokens / tps
+    notes: list[str] = []
+    if s.training.precision == "fp8" and ctx.gpu.peak_fp8_flops is None:
+        notes.append(f"{s.cluster.gpu} has no fp8 tensor cores; bf16 peak used")
+    fits = bool(out["fits"][i] > 0.5)
+    if not fits:
+        notes.append("does not fit in GPU memory with this layout")
+    source = {k: v for k, v in ctx.routing_source.items() if k != "note"} or {"kind": "shipped"}
+    note = ctx.routing_source.get("note")
+    if note:  # a pinned fabric study (pinned_study.py): used, or why the shipped tables were
+        notes.append(str(note))
+    par = {
+        "tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
+        "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i] > 0.5),
+        "micro_batch": int(lay.mb[i]), "recompute": RECOMPUTE_NAMES[int(lay.recompute[i])],
+        "zero": int(lay.zero[i]),
+    }
+    return Result(
+        step_time_s=step,
+        tokens_per_s=tps,
+        tokens_per_s_per_gpu=tps / gpus,
+        model_tflops_per_gpu=model_tf / 1e12,
+        hardware_tflops_per_gpu=hw_tf / 1e12,
+        mfu=model_tf / peak,
+        hfu=hw_tf / peak,
+        memory_gb_per_gpu=float(out["memory_bytes"][i]) / 1e9,
+        memory_limit_gb=_usable_gb(ctx),
+        fits=fits,
+        time_to_train_days=train_s / 86400.0,
+        gpu_hours=train_s * gpus / 3600.0,
+        network_wait_fraction=float(out["network_wait_fraction"][i]),
+        breakdown_s={k: float(out[k][i]) for k in BREAKDOWN_KEYS},
+        parallelism=par,
+        gpu=s.cluster.gpu,
+        gpus=s.cluster.gpus,
+        precision=s.training.precision,
+        notes=notes,
+        fabric=fabric_block(s.topology) if s.topology is not None else {},
+        routing_source=source,
+    )
+
+
+def _usable_gb(ctx: Context) -> float:
+    return usable_memory_bytes(ctx.gpu) / 1e9
+
+
+_LABELS = {
+    "compute": "compute", "tp_comm": "tensor-parallel communication", "cp_comm": "context-parallel communication",
+    "ep_comm": "expert all-to-all", "pp_comm": "pipeline send/recv", "pp_bubble": "pipeline bubble",
+    "dp_comm_exposed": "exposed data-parallel communication", "optimizer": "optimizer step",
+    "stragglers": "waiting for the slowest rank",
+}
+
+
+def _why(best: Result, alt: Result) -> str:
+    diff = {k: alt.breakdown_s[k] - best.breakdown_s[k] for k in BREAKDOWN_KEYS}
+    key = max(diff, key=lambda k: diff[k])
+    pct = (alt.step_time_s / best.step_time_s - 1.0) * 100.0
+    if pct <= 0.05:
+        return "ties with the chosen layout within 0.05%; the chosen one uses less memory or sorts first"
+    return (
+        f"{pct:.1f}% slower: {_LABELS[key]} {alt.breakdown_s[key]:.3g} s vs {best.breakdown_s[key]:.3g} s per step"
+    )
+
+
+def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
+             calibration: Any = None) -> tuple[Scenario, Context]:
+    """Parse and build the model context; ``calibration`` (a calibration.Profile, duck-typed) may replace
+    context fields through its ``apply_to_context(ctx) -> Context``."""
+    s = parse_scenario(scenario, catalog)
+    ctx = make_context(s, gpu_spec(s.cluster.gpu, catalog))
+    if calibration is not None:
+        ctx = calibration.apply_to_context(ctx)
+    return s, ctx
+
+
+def _document_calibration(s: Scenario, catalog: Catalog | None, calibration: Any) -> Any:
+    """The overlay of the profile the document carries under ``calibration`` (issue #16), unless one is given."""
+    if calibration is not None:
+        return calibration
+    return overlay_from_scenario(s, catalog)
+
+
+def _calibration_note(r: Result, calibration: Any) -> Result:
+    """The profile's residual factor (if any) and its note: ``calibration.finish(result)`` when it has one."""
+    if calibration is None:
+        return r
+    finish = getattr(calibration, "finish", None)
+    if finish is not None:
+        out: Result = finish(r)
+        return out
+    note = getattr(calibration, "note", None)
+    if note:
+        r.notes.append(str(note))
+    return r
+
+
+def _rank(out: dict[str, Arr]) -> tuple[npt.NDArray[np.intp], int]:
+    """Indices sorted fits-first then by step time (then less memory); and the count that fit."""
+    fits = out["fits"] > 0.5
+    order = np.lexsort((out["memory_bytes"], out["step_time_s"], ~fits))
+    return order.astype(np.intp), int(fits.sum())
+
+
+def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None,
+           calibration: Any = None) -> SearchResult:
+    """Fastest layout that fits, over every setting marked "auto" (a fixed scenario has one candidate).
+
+    Returns the winner plus ``top_k`` runners-up, each with the reason it loses.
+    """
+    s = parse_scenario(scenario, catalog)
+    calibration = _document_calibration(s, catalog, calibration)
+    s, ctx = _prepare(s, catalog, calibration)
+    lay = candidate_layouts(s)
+    out = _evaluate(ctx, lay)
+    order, n_fit = _rank(out)
+    best = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
+    if n_fit == 0:
+        best.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+    alts: list[Alternative] = []
+    limit = n_fit if n_fit > 0 else len(order)
+    for j in order[1: min(limit, top_k + 1)]:
+        r = _calibration_note(_result_at(s, ctx, lay, out, int(j)), calibration)
+        alts.append(Alternative(r, _why(best, r)))
+    return SearchResult(
+        **{k: getattr(best, k) for k in Result.__dataclass_fields__},
+        alternatives=alts,
+        candidates_evaluated=len(lay),
+        candidates_feasible=n_fit,
+    )
+
+
+def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
+            calibration: Any = None) -> Result:
+    """Predict one training run. "auto" settings are resolved by the search (the fastest layout that fits)."""
+    s = parse_scenario(scenario, catalog)
+    calibration = _document_calibration(s, catalog, calibration)
+    s, ctx = _prepare(s, catalog, calibration)
+    lay = candidate_layouts(s)
+    out = _evaluate(ctx, lay)
+    if len(lay) == 1:
+        return _calibration_note(_result_at(s, ctx, lay, out, 0), calibration)
+    order, n_fit = _rank(out)
+    r = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
+    if n_fit == 0:
+        r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+    return r

@@ -1,0 +1,242 @@
+"""The model's inputs: the scalars of one scenario (``Context``) and the arrays of layouts (``Layouts``).
+
+``make_context`` reads the parsed Scenario once: model and batch, the GPU, and the fabric as sized by
+``topology.py`` (NVLink domain, leaf and pod sizes, oversubscription per tier, routing). ``profile_arrays``
+resolves the training framework's overlap profile per layout (frameworks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.fabric.pinned_study import routing_source
+from engine.fabric.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
+from engine.performance import collectives as cl
+from engine.performance import hardware as hw
+from engine.performance.frameworks import PROFILES, moe_dispatcher, profile
+from engine.performance.hardware import GpuSpec
+from engine.schema.types import Scenario
+
+Arr = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Scalars of one scenario (model, batch, GPU, fabric) shared by every layout."""
+
+    layers: int
+    hidden: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
+    unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
+    expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
+    allgather_dispatch: bool  # MoE tokens gathered over TP x EP (training.moe_dispatcher "allgather")
+    dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
+    ffn: float
+    mats: float  # FFN weight matrices: 3 gated (SwiGLU), 2 otherwise
+    vocab: float
+    seq: float
+    moe: bool
+    experts: float
+    top_k: float
+    expert_ffn: float
+    shared_experts: float
+    dense_layers: float
+    dense_ffn: float
+    global_batch: float
+    precision: str
+    tokens: float
+    gpus: float
+    gpn: float
+    gpu: GpuSpec
+    # fabric, per GPU
+    nic_bw_gpu: float  # bytes/s of NIC line rate per GPU x protocol efficiency
+    routing: str
+    qps: float  # queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION); 0 = the routing mode's default
+    domain: float  # GPUs per NVLink domain (8 HGX, 72 NVL72)
+    leaf_nodes: float  # nodes whose same-rail NICs share a leaf
+    pod_nodes: float  # nodes under one non-blocking pod (3-tier spine group)
+    oversub_leaf: float
+    oversub_spine: float
+    tiers: float
+    fabric: str
+    framework: str | None = None  # None = auto (per layout, frameworks.auto_choice)
+    sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
+    # calibration hooks (engine.calibration): multiplier on inter-node bandwidth per collective
+    # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
+    net_bw_scale: Mapping[str, float] = field(default_factory=dict)
+    net_alpha_s: float | None = None
+    # a fabric study pinned to the scenario (pinned_study.py, issue #13): what the routing share comes from
+    # ({"kind": "study", "share": ...} replaces the shipped tables in routing.crossing_share)
+    routing_source: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def peak(self) -> float:
+        return self.gpu.peak(self.precision)
+
+    @property
+    def elem_bytes(self) -> float:
+        return 1.0 if self.precision == "fp8" and self.gpu.peak_fp8_flops is not None else 2.0
+
+    @property
+    def net(self) -> cl.Net:
+        g = self.gpu
+        scale = {f"bw_scale_{k}": float(v) for k, v in self.net_bw_scale.items()}
+        return cl.Net(
+            domain=self.domain, job_nodes=max(self.gpus / self.domain, 1.0), leaf_nodes=self.leaf_nodes,
+            pod_nodes=self.pod_nodes, oversub_leaf=self.oversub_leaf, oversub_spine=self.oversub_spine,
+            tiers=self.tiers, fabric=self.fabric, routing=self.routing,
+            qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
+            nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
+            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s,
+            pinned_share=self.routing_source.get("share") if self.routing_source.get("kind") == "study" else None,
+            **scale,
+        )
+
+
+def make_context(s: Scenario, gpu: GpuSpec) -> Context:
+    m, c, t = s.model, s.cluster, s.training
+    moe = m.moe
+    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF["infiniband"]
+    net = _fabric_numbers(s)
+    qps = float(getattr(c, "qps_per_connection", 0) or 0.0)
+    source = routing_source(s.extras.get("fabric_study"), routing=c.routing,
+                            qps=qps or DEFAULT_QPS.get(c.routing, 1.0), fabric=c.fabric)
+    return Context(
+        layers=m.layers,
+        hidden=float(m.hidden),
+        heads=float(m.heads),
+        kv_heads=float(m.kv_heads),
+        head_dim=float(m.dim_head),
+        q_dim=float(m.heads * m.dim_head),
+        unfused_attn=(t.attention or gpu.default_attention) == "unfused",
+        expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
+        allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == "allgather",
+        dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
+        ffn=float(m.ffn_hidden),
+        mats=3.0 if m.gated_ffn else 2.0,
+        vocab=float(m.vocab),
+        seq=float(m.seq_len),
+        moe=moe is not None,
+        experts=float(moe.experts) if moe else 1.0,
+        top_k=float(moe.top_k) if moe else 1.0,
+        expert_ffn=float(moe.expert_ffn_hidden) if moe else 0.0,
+        shared_experts=float(moe.shared_experts) if moe else 0.0,
+        dense_layers=float(moe.dense_layers) if moe else float(m.layers),
+        dense_ffn=float(moe.dense_ffn_hidden) if moe else float(m.ffn_hidden),
+        global_batch=float(t.global_batch),
+        precision=t.precision,
+        tokens=t.tokens,
+        gpus=float(c.gpus),
+        gpn=float(min(c.gpus_per_node, c.gpus)),
+        gpu=gpu,
+        nic_bw_gpu=nic_bw,
+        routing=c.routing,
+        qps=qps,
+        routing_source=source,
+        tiers=float(c.tiers),
+        fabric=c.fabric,
+        framework=getattr(t, "framework", None),
+        # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
+        # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)
+        sharp=bool(getattr(c, "in_network_reduction", False)) and c.fabric == "infiniband",
+        domain=net["domain"],
+        leaf_nodes=net["leaf_nodes"],
+        pod_nodes=net["pod_nodes"],
+        oversub_leaf=net["oversub_leaf"],
+        oversub_spine=net["oversub_spine"],
+    )
+
+
+def nic_rate(ctx: Context) -> float:
+    """Bytes/s per GPU the transport delivers: ``ctx.nic_bw_gpu`` (line rate x InfiniBand's efficiency) less
+    RoCE's extra framing, and less DCQCN's rate headroom unless the Ethernet fabric routes adaptively
+    (Spectrum-X-class fabrics pair adaptive routing with their own telemetry-based congestion control)."""
+    if ctx.fabric != "roce":
+        return ctx.nic_bw_gpu
+    return ctx.nic_bw_gpu * ROCE_FRAMING_EFF * (1.0 if ctx.routing == "adaptive" else DCQCN_HEADROOM_EFF)
+
+
+def _fabric_numbers(s: Scenario) -> dict[str, float]:
+    """NVLink domain, leaf and pod sizes and per-tier oversubscription from the scenario's topology."""
+    c = s.cluster
+    gpn = float(min(c.gpus_per_node, c.gpus))
+    topo = getattr(s, "topology", None)
+    if topo is not None:
+        dom = float(getattr(topo, "nvlink_domain_gpus", gpn) or gpn)
+        over = dict(getattr(topo, "oversubscription", {}) or {})
+        return {
+            "domain": dom,
+            "leaf_nodes": max(float(topo.nodes_per_leaf) * gpn / dom, 1e-9),
+            "pod_nodes": max(float(topo.pod_gpus) / dom, 1.0),
+            "oversub_leaf": float(over.get("leaf", 1.0)),
+            "oversub_spine": float(over.get("spine", 1.0)),
+        }
+    # no sized topology: reference 64-port switches (hardware.LEAF_NODES); a pod of k/2 = 32 leaves;
+    # the oversubscription sits above pod_gpus when given, at the leaf otherwise
+    leaf = hw.LEAF_NODES[c.topology]
+    jobs_nodes = c.gpus / gpn
+    pod_set = c.pod_gpus < c.gpus
+    return {
+        "domain": gpn,
+        "leaf_nodes": leaf,
+        "pod_nodes": c.pod_gpus / gpn if pod_set else min(32.0 * leaf, jobs_nodes),
+        "oversub_leaf": 1.0 if pod_set else c.oversubscription,
+        "oversub_spine": c.oversubscription if pod_set else 1.0,
+    }
+
+
+@dataclass
+class Layouts:
+    """Arrays (float64, equal length) of parallel layouts; recompute as codes 0/1/2, sp as 0/1."""
+
+    tp: Arr
+    pp: Arr
+    dp: Arr
+    cp: Arr
+    ep: Arr
+    vpp: Arr
+    mb: Arr
+    recompute: Arr
+    zero: Arr
+    sp: Arr
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    def take(self, idx: npt.NDArray[np.intp]) -> Layouts:
+        return Layouts(*(getattr(self, f)[idx] for f in LAYOUT_FIELDS))
+
+
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp")
+
+
+def profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
+    """Framework profile fields per layout (``auto``: Megatron-Core with TP or PP, else FSDP; frameworks.py)."""
+    fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
+              "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
+              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers",
+              "pp_overlap": "pp_overlap", "ep_overlap": "ep_overlap"}
+    fixed = profile(ctx.framework)
+    if fixed is not None:
+        return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}
+    mega, fsdp = PROFILES["megatron-core"], PROFILES["fsdp"]
+    is_mega = (lay.tp > 1) | (lay.pp > 1)
+    out = {k: np.where(is_mega, float(getattr(mega, a)), float(getattr(fsdp, a))) for k, a in fields.items()}
+    # ZeRO-2 asked for without naming a framework keeps its gradients sharded in memory; with TP/PP the
+    # reduction runs once per step (Megatron-Core's distributed optimizer, Meta's Llama 3 stack: fp32
+    # accumulation, one reduce-scatter per step), optimistic by the fp32 gradient buffer such stacks hold
+    # (docs/performance-model.md, limitations); pure data parallelism reduces at every micro-batch (FSDP)
+    out["zero2_shards"] = np.ones_like(lay.tp)
+    # MoE all-to-all: auto assumes the EP overlap of the large MoE stacks (frameworks.py, ep_overlap)
+    out["ep_overlap"] = np.ones_like(lay.tp)
+    return out
+
+

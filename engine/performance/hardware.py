@@ -1,0 +1,211 @@
+"""GPU and fabric constants: one set per GPU family and per fabric, each with its source or reasoning.
+
+Datasheet figures (peak TFLOP/s, HBM, NVLink, TDP, default NIC) come from the catalog (data/gpus.json) so
+that a platform catalog version can override them. The constants here describe how much of a datasheet
+figure real kernels and collectives reach; they are the same for every scenario (never per validation row).
+A catalog item may override a family constant by carrying the same key in its ``specs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.catalog import Catalog, get_item
+
+# ------------------------------------------------------------------------------------------ GPU families
+# gemm_eff_bf16: fraction of dense bf16 peak the layer GEMMs sustain inside a real training step (before
+#   the shape-dependent roofline term in model._gemm_time, which lowers it further for thin matrices).
+#   Upper bound: a measured 8192^3 bf16 matmul on H100 SXM reaches about 800 TFLOP/s = 0.81 of 989
+#   (reference hardware notes); cuBLAS on A100 reaches about 0.8-0.9 of 312. In a step the GPU sits at its
+#   power limit for minutes (700 W H100 SXM, 400 W A100) and tensor clocks fall below the boost clock the
+#   datasheet peak assumes; GEMM shapes are rarely square multiples of the tile; framework gaps between
+#   kernels add up. These are not modelled separately: one sustained factor per family is calibrated
+#   against the family's published runs (tests/data/published_runs.json) with every other term of the
+#   model in place, and the same value serves every scenario of that family.
+#     ampere 0.66 (5 Megatron SC21 rows + 4 Korthikanti rows), hopper 0.52 (Llama 3, MPT rows), i.e. about
+#     0.82 and 0.64 of the short-benchmark ceiling. Blackwell: Hopper's values (same power-limited regime),
+#     checked - not fitted - against 8 published DGX-B200 rows (tests/data/blackwell_runs.json, NeMo 25.02 and
+#     Megatron-Bridge 25.11): no common-sign bias (mean -6%), so no separate set (docs/performance-model.md s.12).
+# gemm_eff_fp8: fraction of dense fp8 peak; fp8 GEMMs reach a lower fraction of their (2x) peak than bf16
+#   (about 1,300-1,400 of 1,979 TFLOP/s on large shapes, 0.66-0.70, Transformer Engine / cuBLASLt
+#   benchmarks, vs 0.81 for bf16). Calibrated with the two NeMo fp8 rows: 0.50 (0.50/0.52 = 0.96 of the
+#   bf16 fraction, consistent with 0.68/0.81 = 0.84-0.86 once casts and scaling, modelled separately as
+#   HBM traffic, are taken out). Attention and all non-GEMM work stay at bf16 speed (below).
+# attn_eff: fraction of dense bf16 peak reached by a fused (FlashAttention-2 / cuDNN) attention kernel,
+#   forward+backward, on the work it does; causal kernels do half of the counted (non-causal) FLOPs.
+#   Measured, not fitted: FlashAttention-2 fwd+bwd on A100 about 160-190 of 312 TFLOP/s for causal
+#   head-dim 128 (Dao 2023) -> 0.55; on H100 about 335 of 989 (FlashAttention-3 paper, Shah et al. 2024)
+#   -> 0.35. Unfused attention (scores in HBM, Megatron-LM 2021-22, the Ampere default below) does not use
+#   this constant: it is modelled as score GEMMs + HBM traffic (UNFUSED_SCORE_BYTES_*), which replaced a
+#   fitted 0.10-of-peak figure for the A100 reference rows.
+# nvlink_ring_eff: NCCL ring bus bandwidth / unidirectional NVLink line rate (AG/RS and non-NVLS AR).
+#   A100: 230 GB/s measured (NVIDIA/nccl-tests issue 175) / 300 = 0.77.
+#   H100: 370 GB/s (NVIDIA/nccl-tests issue 212) / 450 = 0.82. Blackwell: assumed as Hopper.
+# nvlink_ar_eff: all-reduce bus bandwidth / unidirectional line rate. Hopper and later reduce in the
+#   NVSwitch (NVLS): 480 GB/s measured on H100 (nccl-tests 212, 290) / 450 = 1.07; check: H800 gives
+#   1.07 x 200 = 213 GB/s vs 215 measured (NVIDIA/nccl issue 1374). A100 has no NVLS: ring 0.77.
+FAMILY_CONSTANTS: dict[str, dict[str, float]] = {
+    "ampere": {"gemm_eff_bf16": 0.66, "gemm_eff_fp8": 0.0, "attn_eff": 0.55,
+               "nvlink_ring_eff": 0.77, "nvlink_ar_eff": 0.77},
+    "hopper": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
+               "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
+    "blackwell": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
+                  "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
+}
+
+# ------------------------------------------------------------------------------------- kernel-level terms
+# Elementwise / normalisation kernels are memory bound; well-written fused kernels reach 80-90% of HBM
+# bandwidth (STREAM-like copy on H100 about 2.9-3.0 of 3.35 TB/s). 0.80 used.
+HBM_EFF = 0.80
+# Fixed cost per kernel (launch gap, ramp-up and tail wave), about 2-4 us on current GPUs without CUDA graphs.
+KERNEL_OVERHEAD_S = 3e-6
+# Causal attention kernels skip the masked half of the score blocks: they do 0.5 of the counted
+# (non-causal, Megatron/PaLM convention) attention-core FLOPs. Speed: family constant attn_eff above.
+ATTN_CAUSAL_WORK = 0.5
+# Bytes of HBM traffic per weight per Adam step: read fp32 master, m, v, grad (16 B), write master, m, v
+# (12 B) and the bf16 working copy (2 B) = 30 B.
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+# Unfused attention (scores in HBM): bytes moved per score element beyond the QK^T / AV GEMMs.
+# Forward: fused scale-mask-softmax reads and writes bf16 (4 B); dropout reads, writes and stores a
+# 1-byte mask (5 B). Backward: dropout gradient reads grad + mask and writes (5 B); softmax gradient reads
+# grad and probabilities and writes (6 B). Megatron-LM's kernels of 2021-22 (Korthikanti et al. 2022 Sec. 4).
+UNFUSED_SCORE_BYTES_FWD = 9.0
+# fp8 cast of a GEMM operand with Transformer Engine's fused cast-transpose: read bf16 (2 B), write the fp8
+# tensor and its transpose (1 B each) = 4 B per element (TE delayed/current-scaling recipes).
+FP8_CAST_BYTES = 4.0
+UNFUSED_SCORE_BYTES_BWD = 11.0
+# Attention implementation a scenario gets when training.attention is "auto": the framework default of the
+# GPU generation. Ampere-era production stacks (Megatron-LM / Megatron-DeepSpeed 2021-22) materialised the
+# scores; FlashAttention-2 / cuDNN fused attention is the default on Hopper and later. Scenarios that used
+# FlashAttention on A100 (e.g. MPT, LLaMA) say training.attention = "flash".
+FAMILY_ATTENTION = {"ampere": "unfused", "hopper": "flash", "blackwell": "flash"}
+# Routed-expert (grouped) GEMMs of MoE layers. Until CUTLASS 3.4 (2024-01) added SM90 grouped GEMM, the
+# grouped kernels MoE stacks used on Hopper were Ampere (SM80) kernels built on warp-level mma.sync, not on
+# Hopper's warpgroup wgmma that dense cuBLAS GEMMs (and gemm_eff above) use; cuBLAS's own grouped APIs
+# (12.5, 2024) "only leverage warp-level MMA instructions" (NVIDIA technical blog, "Introducing Grouped
+# GEMM APIs in cuBLAS"). Measured on H100, relative to Hopper-native kernels on the same problems:
+#   CUTLASS SM80 grouped GEMM about 30% slower than a loop of cuBLAS GEMMs (NVIDIA/cutlass issue 1280) -> 0.77;
+#   tgale96/grouped_gemm (Megatron-Core's --moe-grouped-gemm backend): CUTLASS SM80 116.9 vs CUTLASS SM90
+#   cooperative 160.5 TFLOP/s on 128 experts (grouped_gemm PR 37) -> 0.73;
+#   mma.sync reaches about 2/3 of H100's tensor peak (FlashAttention-3, Shah et al. 2024) against 0.81 for
+#   wgmma cuBLAS (the ceiling behind gemm_eff) -> 0.82.
+# 0.77 (the middle figure) multiplies the GEMM rate of routed experts with "warp-mma" kernels. Ampere's own
+# kernels are warp-level (factor 1). Default ("auto") per family: Hopper bf16 MoE training stacks of
+# 2023-24 (Megatron-Core grouped_gemm, DeepSeek's HAI-LLM, MegaScale-MoE) ran SM80-class grouped kernels;
+# fp8 expert GEMMs need Hopper's fp8 tensor-core path (Transformer Engine / cuBLASLt per-expert GEMMs,
+# DeepGEMM), so fp8 is "native"; Blackwell stacks use tcgen05 grouped kernels (CUTLASS SM100, cuBLAS 12.8+).
+# A 2025+ Hopper bf16 stack on CUTLASS 3.x SM90 grouped GEMM or TE GroupedLinear says expert_kernel "native".
+WARP_MMA_GROUPED_EFF = 0.77
+FAMILY_EXPERT_KERNEL = {"ampere": "native", "hopper": "warp-mma", "blackwell": "native"}
+
+
+def expert_kernel_factor(family: str, precision: str, choice: str | None) -> float:
+    """GEMM-rate factor of routed-expert GEMMs: WARP_MMA_GROUPED_EFF for warp-level kernels on a GPU whose
+    dense GEMMs use newer instructions (Hopper and later), 1.0 otherwise."""
+    if family == "ampere":
+        return 1.0
+    if choice is None:
+        choice = "native" if precision == "fp8" else FAMILY_EXPERT_KERNEL.get(family, "native")
+    return WARP_MMA_GROUPED_EFF if choice == "warp-mma" else 1.0
+
+# ------------------------------------------------------------------------------------------------ fabric
+# Protocol efficiency: NCCL bus bandwidth per NIC / line rate.
+#   InfiniBand: 46-48 GB/s on 400G NDR (nccl-tests issue 290) and 192 GB/s on 8x200G HDR (nccl issue 812)
+#   -> 0.94-0.96; 0.95 used.
+#   RoCE v2: per 4096 B MTU packet 82 B of Ethernet/IPv4/UDP/BTH/ICRC framing incl. preamble and
+#   inter-frame gap (2.0%) vs 26 B on IB (0.6%), and DCQCN congestion control runs links below line rate
+#   to keep switch queues short (about 3-5% headroom in vendor tuning guides): 0.95 x (1-0.014) x 0.96 ~ 0.90.
+PROTOCOL_EFF = {"infiniband": 0.95, "roce": 0.90}
+# Routing efficiency for traffic that leaves the leaf switch. Adaptive routing (IB AR, Spectrum-X) sprays
+# packets over all uplinks: about 0.97 (reordering and imperfect balance). Static ECMP hashes each flow
+# (NCCL: one QP per connection by default) to one uplink; with as many flows as uplinks, a random hash
+# leaves a fraction 1/e of uplinks idle and doubles up others: throughput 1 - 1/e = 0.63 of bisection
+# (balls-in-bins; cf. Al-Fares et al. "Hedera", NSDI 2010; Meta's Llama 3 RoCE paper, SIGCOMM 2024, reports
+# that ECMP flow collisions forced E-ECMP with more QPs to recover up to 40% of collective bandwidth).
+ROUTING_EFF = {"adaptive": 0.97, "ecmp": 0.63}
+# Latency per collective step: NIC + NCCL proxy/software per hop (IB ~3 us, RoCE ~4 us for small messages,
+# nccl-tests small-size latencies) + per switch traversed (IB Quantum-2 ~0.13 us port-to-port; Ethernet
+# 51.2T switches ~0.6-0.8 us cut-through) ; NVLink step ~1 us.
+NET_BASE_LATENCY_S = {"infiniband": 3.0e-6, "roce": 4.0e-6}
+SWITCH_LATENCY_S = {"infiniband": 0.13e-6, "roce": 0.7e-6}
+NVLINK_LATENCY_S = 1.0e-6
+# Nodes whose same-index NICs share one leaf switch. Fat-tree (not rail-optimized): a 64-port leaf has 32
+# down ports = 4 nodes of 8 NICs. Rail-optimized DGX SuperPOD and multi-plane: one leaf per rail / plane
+# spans a scalable unit of 32 nodes (H100/B200 SuperPOD reference architecture).
+LEAF_NODES = {"fat-tree": 4.0, "rail-optimized": 32.0, "multi-plane": 32.0}
+
+# Memory: allocator fragmentation/caching (about 7%) and CUDA context + NCCL/cuBLAS workspaces (about 1.5 GB)
+MEMORY_FRAGMENTATION = 0.05
+MEMORY_FIXED_GB = 1.0
+
+# Overlap: Megatron-Core/NeMo overlap DP gradient reduce-scatter with backward and parameter all-gather with
+# forward (bucketed, about 40M parameters per bucket); the last bucket is always exposed.
+DP_BUCKET_PARAMS = 40e6
+# Share of TP collective time hidden behind GEMMs: 0 for plain Megatron; Transformer Engine userbuffer
+# overlap hides part of it. One value for all runs: 0.3 (half of the TP collectives of a layer have a GEMM
+# they can be chunked against, and about 60% of that is hidden in NVIDIA's TP-overlap benchmarks).
+TP_OVERLAP = 0.3
+# A collective hidden behind compute is not free: NCCL kernels occupy SMs (16-32 channels = 12-24% of
+# an H100's 132 SMs for NVLink/IB collectives) and their copies compete for HBM bandwidth. Compute is
+# slowed by this fraction of the hidden communication time.
+OVERLAP_INTERFERENCE = 0.25
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    key: str
+    family: str
+    peak_bf16_flops: float
+    peak_fp8_flops: float | None
+    hbm_bytes: float
+    hbm_bw: float  # bytes/s
+    nvlink_uni_bw: float  # bytes/s, one direction
+    tdp_w: float
+    default_nic_gbps: float
+    gemm_eff_bf16: float
+    gemm_eff_fp8: float
+    attn_eff: float
+    nvlink_ring_eff: float
+    nvlink_ar_eff: float
+    default_attention: str = "flash"
+
+    def peak(self, precision: str) -> float:
+        if precision == "fp8":
+            if self.peak_fp8_flops is None:
+                return self.peak_bf16_flops
+            return self.peak_fp8_flops
+        return self.peak_bf16_flops
+
+    def gemm_eff(self, precision: str) -> float:
+        if precision == "fp8" and self.peak_fp8_flops is not None:
+            return self.gemm_eff_fp8
+        return self.gemm_eff_bf16
+
+
+def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu") -> GpuSpec:
+    item = get_item(key, "gpu", field, catalog)
+    specs: dict[str, Any] = item.get("specs", {})
+    family = str(specs.get("family", "hopper"))
+    consts = dict(FAMILY_CONSTANTS.get(family, FAMILY_CONSTANTS["hopper"]))
+    for name in consts:
+        if specs.get(name) is not None:
+            consts[name] = float(specs[name])
+    fp8 = specs.get("fp8_dense_tflops")
+    return GpuSpec(
+        key=key,
+        family=family,
+        peak_bf16_flops=float(specs["bf16_dense_tflops"]) * 1e12,
+        peak_fp8_flops=float(fp8) * 1e12 if fp8 else None,
+        hbm_bytes=float(specs["hbm_gb"]) * 1e9,
+        hbm_bw=float(specs["hbm_tbps"]) * 1e12,
+        nvlink_uni_bw=float(specs["nvlink_gbytes_per_s"]) * 1e9 / 2.0,
+        tdp_w=float(specs.get("tdp_w") or item.get("power_w") or 0.0),
+        default_nic_gbps=float(specs.get("default_nic_gbps", 400)),
+        gemm_eff_bf16=consts["gemm_eff_bf16"],
+        gemm_eff_fp8=consts["gemm_eff_fp8"],
+        attn_eff=consts["attn_eff"],
+        nvlink_ring_eff=consts["nvlink_ring_eff"],
+        nvlink_ar_eff=consts["nvlink_ar_eff"],
+        default_attention=str(specs.get("default_attention") or FAMILY_ATTENTION.get(family, "flash")),
+    )

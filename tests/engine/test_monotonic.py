@@ -1,0 +1,70 @@
+"""Property tests over every layout of several models: better hardware is never slower (issue #10)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from engine.document.parse import parse_scenario
+from engine.performance.api import candidate_layouts
+from engine.performance.context import make_context
+from engine.performance.hardware import gpu_spec
+from engine.performance.model import evaluate
+from tests.engine._scenarios import LLAMA_7B, scenario
+
+MOE = {"name": "moe", "layers": 16, "hidden": 2048, "heads": 16, "kv_heads": 16, "ffn_hidden": 8192,
+       "gated_ffn": True, "vocab": 32000, "seq_len": 4096,
+       "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2, "dense_layers": 1,
+               "dense_ffn_hidden": 8192}}
+MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE, "moe-16b-allgather": MOE}
+# per-model training settings: the all-gather token dispatcher (gathers over TP x EP, crosses the NICs)
+TRAINING = {"moe-16b-allgather": {"moe_dispatcher": "allgather"}}
+PARAMS = list(MODELS)
+AUTO = {"tp": "auto", "pp": "auto", "cp": "auto", "ep": "auto", "vpp": "auto", "sequence_parallel": "auto"}
+
+
+def _steps(model: dict | None, gpu: str = "H100-SXM", training: dict | None = None, **cluster: object) -> np.ndarray:
+    doc = scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto", "zero": "auto",
+                                                    "global_batch": 256, **(training or {})},
+                   cluster={"gpus": 256, "gpu": gpu, "tiers": 2, **cluster})
+    if model is not None:
+        doc["model"] = dict(model)
+    s = parse_scenario(doc)
+    lay = candidate_layouts(s)
+    return evaluate(make_context(s, gpu_spec(gpu)), lay)["step_time_s"]
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_more_bandwidth_more_nics_less_oversubscription_adaptive_never_slower(name: str) -> None:
+    m, t = MODELS[name], TRAINING.get(name)
+    base = _steps(m, training=t, nic_gbps=200, oversubscription=2.0, routing="ecmp", fabric="roce")
+    tol = 1e-9
+
+    def steps(**cluster: object) -> np.ndarray:
+        return _steps(m, training=t, **cluster)
+
+    assert np.all(steps(nic_gbps=400, oversubscription=2.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=1.0, routing="ecmp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=2.0, routing="ecmp-qp", fabric="roce") <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=2.0, routing="adaptive", fabric="roce", switch="SN5600")
+                  <= base * (1 + tol))
+    fewer_nics = steps(nic_gbps=400, nics_per_node=4)
+    assert np.all(steps(nic_gbps=400, nics_per_node=8) <= fewer_nics * (1 + tol))
+
+
+@pytest.mark.parametrize("slow_gpu,fast_gpu", [("A100-80GB", "H100-SXM"), ("H100-SXM", "B200")])
+@pytest.mark.parametrize("name", PARAMS)
+def test_faster_gpu_never_slower(name: str, slow_gpu: str, fast_gpu: str) -> None:
+    m = MODELS[name]
+    a100 = parse_scenario(scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto",
+                                                                      "zero": "auto", "global_batch": 256,
+                                                                      **TRAINING.get(name, {})},
+                                   cluster={"gpus": 256, "gpu": "H100-SXM", "nic_gbps": 400}))
+    if m is not None:
+        a100 = dataclasses.replace(a100, model=parse_scenario(scenario(cluster={"gpus": 256}) | {"model": m}).model)
+    lay = candidate_layouts(a100)
+    slow = evaluate(make_context(a100, gpu_spec(slow_gpu)), lay)["step_time_s"]
+    fast = evaluate(make_context(a100, gpu_spec(fast_gpu)), lay)["step_time_s"]
+    assert np.all(fast <= slow * (1 + 1e-9))
