@@ -1,3 +1,45 @@
-"""The engine's version: stored with every result, so that results of an older model are never reused."""
+"""The engine's version, and the fingerprint that says when it must move.
 
-ENGINE_VERSION = "1.0.0"
+``ENGINE_VERSION`` is stored with every run: identical inputs reuse a stored result only under the same
+version, and watched scenarios re-evaluate when it changes (simulations.services.reevaluation). So it must
+change whenever a result can: :func:`fingerprint` hashes every file that can move a result (the engine's
+Python modules and data files, not this module or the READMEs), and ``RELEASES`` records the fingerprint each
+version was released with. tests/engine/test_version.py fails when the engine's files no longer match the
+current version's fingerprint: add a new version to ``RELEASES`` with the value
+``python scripts/engine_fingerprint.py`` prints (never edit an old entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+ENGINE_DIR = Path(__file__).resolve().parent
+FINGERPRINTED_SUFFIXES = (".py", ".json", ".csv")
+
+# version -> fingerprint of the engine's files it was released with, oldest first
+RELEASES: dict[str, str] = {
+    # 1.0.0 ran from the first engine to the move to engine/ (issue #21); it predates fingerprints
+    "1.0.0": "",
+}
+ENGINE_VERSION = next(reversed(RELEASES))
+
+
+def engine_files(engine: Path = ENGINE_DIR) -> list[Path]:
+    """The files whose content can change an engine result, in a stable order."""
+    return sorted(
+        p for p in engine.rglob("*")
+        if p.is_file() and p.suffix in FINGERPRINTED_SUFFIXES and "__pycache__" not in p.parts
+        and p.relative_to(engine).as_posix() != "version.py"
+    )
+
+
+def fingerprint(engine: Path = ENGINE_DIR) -> str:
+    """sha256 over the relative path and content of every :func:`engine_files` file."""
+    h = hashlib.sha256()
+    for p in engine_files(engine):
+        h.update(p.relative_to(engine).as_posix().encode())
+        h.update(b"\0")
+        h.update(p.read_bytes().replace(b"\r\n", b"\n"))
+        h.update(b"\0")
+    return h.hexdigest()

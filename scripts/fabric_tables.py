@@ -28,8 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.errors import ScenarioError
 from engine.fabric.tables import TABLE_PATH
-from engine.flowsim.simulate import simulate
-from engine.flowsim.simulate import FLOWSIM_VERSION
+from engine.flowsim.simulate import FLOWSIM_VERSION, simulate
 from engine.flowsim.tables import RATE_TOL, crossing_experiment
 
 MODEL = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,

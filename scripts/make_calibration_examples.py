@@ -28,14 +28,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.calibration.profile import Profile  # noqa: E402
-
 from engine.calibration import synth  # noqa: E402
 from engine.calibration.runs import RunModel  # noqa: E402
 from engine.document.parse import parse_scenario  # noqa: E402
 from engine.performance.context import make_context  # noqa: E402
 from engine.performance.hardware import gpu_spec  # noqa: E402
-from engine.performance.model import flops_per_token
+from engine.performance.model import flops_per_token  # noqa: E402
+from engine.schema.calibration import Profile  # noqa: E402
 
 LLAMA_7B = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
             "vocab": 32000, "seq_len": 4096}

@@ -20,11 +20,18 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL_MODE = bool(os.environ.get("DATABASE_URL")) and bool(os.environ.get("REDIS_URL"))
 REQUIRE_INTEGRATION = os.environ.get("FP_REQUIRE_INTEGRATION") == "1"
+
+# Property tests (Hypothesis) are derandomized in `make test` and CI: the same examples every run, so a red
+# build is the code's doing, not the draw's. `make fuzz` (scripts/fuzz.sh) loads "fuzz": fresh random examples.
+hypothesis_settings.register_profile("ci", derandomize=True)
+hypothesis_settings.register_profile("fuzz", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.calibration.fit import fit_profile
 from engine.calibration.nccl import parse_nccl_tests
-from engine.calibration.profile import Profile
+from engine.schema.calibration import Profile
 from engine.calibration.steplog import parse_step_log
 from engine.catalog import Catalog
 

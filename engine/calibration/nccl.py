@@ -52,7 +52,7 @@ TYPE_BYTES = {
     "half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8,
     "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
 }
-MAX_LINES = 200_000  # a nccl-tests sweep has < 100 rows; refuse pathological inputs early
+MAX_NCCL_LINES = 200_000  # a nccl-tests sweep has < 100 rows; refuse pathological inputs early
 
 _PROGRAM = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|sendrecv)_perf\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
@@ -118,7 +118,7 @@ class _Layout:
                 raise KeyError("algbw/busbw")
         self.cputime = lowered[timings[0]] == "cputime"
         # "#wrong" counts wrong elements; releases before 2.10 printed "error", the max relative error
-        self.wrong_is_count = lowered[self.blocks[0][2] + 1] == "#wrong"
+        self.wrong_is_count = lowered[self.blocks[0][2] + 1:self.blocks[0][2] + 2] == ["#wrong"]
         self.trailing_timestamp = lowered[-1] == "timestamp"
         self.width = len(names) - (1 if self.trailing_timestamp else 0)
 
@@ -154,8 +154,8 @@ def parse_nccl_tests(text: str, collective: str | None = None, *, allow_truncate
     if "\x00" in text:
         raise ValueError(f"line {text[:text.index(chr(0))].count(chr(10)) + 1}: NUL byte in nccl-tests output")
     lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise ValueError(f"line {MAX_LINES + 1}: more than {MAX_LINES} lines; not a single nccl-tests run")
+    if len(lines) > MAX_NCCL_LINES:
+        raise ValueError(f"line {MAX_NCCL_LINES + 1}: more than {MAX_NCCL_LINES} lines; not a single nccl-tests run")
     forced = _normalise(collective) if collective is not None else None
 
     program: str | None = None

@@ -28,7 +28,7 @@ from typing import Any
 
 FORMATS = ("megatron", "nemo", "torchtitan", "csv")
 WARMUP_FACTOR = 1.10  # a leading step more than 10% slower than the steady median is warm-up
-MAX_LINES = 2_000_000
+MAX_STEPLOG_LINES = 2_000_000
 MIN_STEADY_STEPS = 3
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -248,8 +248,8 @@ def parse_step_log(text: str, fmt: str | None = None, *, warmup_steps: int | str
     if gpus is not None and not (isinstance(gpus, int) and gpus > 0):
         raise ValueError(f"gpus: must be a positive integer, got {gpus!r}")
     lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise ValueError(f"line {MAX_LINES + 1}: more than {MAX_LINES} lines")
+    if len(lines) > MAX_STEPLOG_LINES:
+        raise ValueError(f"line {MAX_STEPLOG_LINES + 1}: more than {MAX_STEPLOG_LINES} lines")
     kind = fmt or _detect(lines)
     if kind == "megatron":
         steps, info = _megatron(lines)

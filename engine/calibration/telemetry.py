@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-MAX_LINES = 2_000_000
+MAX_TELEMETRY_LINES = 2_000_000
 _DMON_ROW = re.compile(r"^\s*GPU\s+(\d+)\s+(.*)$")
 
 
@@ -56,8 +56,8 @@ def parse_gpu_telemetry(text: str) -> dict[str, Any]:
     if "\x00" in text:
         raise ValueError("line 1: NUL byte in telemetry")
     lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise ValueError(f"line {MAX_LINES + 1}: more than {MAX_LINES} lines")
+    if len(lines) > MAX_TELEMETRY_LINES:
+        raise ValueError(f"line {MAX_TELEMETRY_LINES + 1}: more than {MAX_TELEMETRY_LINES} lines")
     first = next(((i, ln) for i, ln in enumerate(lines, 1) if ln.strip() and not ln.startswith("# SYNTHETIC")),
                  (0, ""))
     if first[1].lstrip().startswith("#") and "Entity" in first[1]:

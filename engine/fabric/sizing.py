@@ -38,8 +38,6 @@ from engine.fabric.parts import (  # FabricError and switch_radix are public her
 )
 from engine.schema.types import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES, Scenario
 
-PLACEMENTS = LEAF_PLACEMENTS  # name kept for callers
-
 # Default switch per fabric and NIC speed; default NIC per speed.
 DEFAULT_SWITCH = {
     ("infiniband", 200): "QM8700",
@@ -255,8 +253,8 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
         raise FabricError("cluster.topology", f"must be one of {', '.join(TOPOLOGIES)}, got {spec.topology!r}")
     if spec.fabric not in FABRICS:
         raise FabricError("cluster.fabric", f"must be one of {', '.join(FABRICS)}, got {spec.fabric!r}")
-    if spec.leaf_placement not in PLACEMENTS:
-        raise FabricError("costs.leaf_placement", f"must be one of {', '.join(PLACEMENTS)}, got {spec.leaf_placement!r}")
+    if spec.leaf_placement not in LEAF_PLACEMENTS:
+        raise FabricError("costs.leaf_placement", f"must be one of {', '.join(LEAF_PLACEMENTS)}, got {spec.leaf_placement!r}")
     if spec.gpus < 1 or spec.gpus_per_node < 1 or spec.nics_per_node < 1:
         raise FabricError("cluster.gpus", "GPU, GPU-per-node and NIC-per-node counts must be positive")
     if spec.oversubscription < 1.0:

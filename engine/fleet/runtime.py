@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.catalog import Catalog
 from engine.cost.goodput import (
@@ -143,9 +143,19 @@ def _scenario(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int) -> 
     return doc
 
 
+class Prediction(NamedTuple):
+    """What the fleet needs of one engine prediction of a named job on a cluster size."""
+
+    days: float  # fault-free run days (meaningless when not ``fits``)
+    params: float  # model parameters
+    fits: bool  # the best layout fits in GPU memory
+    memory_gb: float  # its memory per GPU, GB
+    limit_gb: float  # usable memory per GPU, GB
+
+
 def predict_days(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int,
-                 catalog: Catalog | None) -> tuple[float, float, bool]:
-    """(fault-free run days, parameters, fits in memory) of ``workload`` on ``gpus`` GPUs of ``cluster``; cached."""
+                 catalog: Catalog | None) -> Prediction:
+    """The engine's prediction of ``workload`` on ``gpus`` GPUs of ``cluster`` (cached)."""
     key = (json.dumps(workload, sort_keys=True, default=str),
            json.dumps([cluster.doc, catalog_key(catalog)], sort_keys=True, default=str), gpus)
     hit = _PREDICT_CACHE.get(key)
@@ -153,7 +163,8 @@ def predict_days(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int,
         return hit
     doc = _scenario(workload, cluster, gpus)
     result = predict(doc, catalog)
-    out = (float(result.time_to_train_days), float(param_count(doc["model"])), bool(result.fits))
+    out = Prediction(float(result.time_to_train_days or 0.0), float(param_count(doc["model"])), bool(result.fits),
+                     float(result.memory_gb_per_gpu), float(result.memory_limit_gb))
     if len(_PREDICT_CACHE) >= _CACHE_LIMIT:
         _PREDICT_CACHE.clear()
     _PREDICT_CACHE[key] = out
@@ -168,24 +179,27 @@ def _workload_option(job: NamedJob, path: str, ci: int, cluster: FleetCluster, r
                      failures: Failures, gpus: int, catalog: Catalog | None) -> JobOption | None:
     assert job.workload is not None
     try:
-        days, params, fits = predict_days(job.workload, cluster, gpus, catalog)
+        pred = predict_days(job.workload, cluster, gpus, catalog)
     except ScenarioError as exc:
         if job.gpus is None:  # auto: sizes without a valid layout are skipped
             return None
         sub = exc.field
         where = f"{path}.gpus" if sub.startswith(("cluster", "parallelism")) else f"{path}.workload.{sub}"
         raise ScenarioError(where, f"on cluster {cluster.name!r} at {gpus} GPUs: {exc.message}") from exc
-    if not fits and job.gpus is None:
+    if not pred.fits:
+        # never scheduled: a layout that does not fit has no run time (job_options refuses the job when no
+        # cluster of the plan can hold it)
         return None
     tokens = float(job.workload["training"].get("tokens", 0.0)) if isinstance(job.workload.get("training"),
                                                                                 Mapping) else 0.0
-    return make_option(ci, cluster, rel, failures, gpus, days, params, tokens)
+    return make_option(ci, cluster, rel, failures, gpus, pred.days, pred.params, tokens)
 
 
 def job_options(job: NamedJob, path: str, clusters: tuple[FleetCluster, ...], rels: list[ClusterReliability],
                 failures: Failures, catalog: Catalog | None) -> list[JobOption]:
     """One option per cluster the job can run on (its pinned cluster only, when pinned)."""
     out: list[JobOption] = []
+    unfit: list[str] = []
     for ci, cluster in enumerate(clusters):
         if job.cluster is not None and job.cluster != ci:
             continue
@@ -202,10 +216,17 @@ def job_options(job: NamedJob, path: str, clusters: tuple[FleetCluster, ...], re
                 opt = _workload_option(job, path, ci, cluster, rels[ci], failures, size, catalog)
                 if opt is not None:
                     out.append(opt)
+                else:
+                    pred = predict_days(job.workload, cluster, size, catalog)
+                    unfit.append(f"on cluster {cluster.name!r} at {size} GPUs no parallel layout fits in its "
+                                 f"{pred.limit_gb:.1f} GB per GPU")
             continue
         opt = _auto_size(job, path, ci, cluster, rels[ci], failures, catalog)
         if opt is not None:
             out.append(opt)
+    if not out and unfit:
+        raise ScenarioError(f"{path}.gpus", "does not fit in GPU memory on any cluster of the plan: "
+                            + "; ".join(unfit) + " (more GPUs, a GPU with more memory, or a leaner workload)")
     return out
 
 

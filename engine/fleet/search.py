@@ -19,11 +19,9 @@ import numpy as np
 
 from engine.catalog import Catalog
 from engine.errors import ScenarioError
-from engine.fleet.core import prepare, simulate_prepared
+from engine.fleet.core import Progress, prepare, simulate_prepared
 from engine.fleet.metrics import band
 from engine.fleet.plan import FleetCluster, Plan, parse_plan
-
-Progress = Callable[[int, int], None]
 
 
 def _usd(x: float) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 from engine.errors import ScenarioError
 from engine.flowsim.network import IntArray, Network
 
-PLACEMENTS = ("packed", "random", "fragmented")
+JOB_PLACEMENTS = ("packed", "random", "fragmented")
 GROUPS = ("all", "tp", "cp", "dp", "pp", "ep")
 
 
@@ -70,7 +70,7 @@ def place_nodes(net: Network, nodes: int, placement: str, rng: np.random.Generat
             extra = np.flatnonzero(taken)[: nodes - free.size]
             free = np.sort(np.concatenate([free, extra]))
         return free[:nodes].astype(np.int64)
-    raise ScenarioError("placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    raise ScenarioError("placement", f"must be one of {', '.join(JOB_PLACEMENTS)}, got {placement!r}")
 
 
 def rank_gpus(net: Network, job_nodes: IntArray, ranks: int) -> IntArray:

@@ -35,7 +35,7 @@ from engine.flowsim.network import (
     network_for,
 )
 from engine.flowsim.paths import net_incidence
-from engine.flowsim.placement import GROUPS, PLACEMENTS, Layout, place_nodes, rank_gpus
+from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS, Layout, place_nodes, rank_gpus
 from engine.flowsim.rates import link_load, max_min_rates
 from engine.schema.types import DEFAULT_QPS, ROUTINGS, Scenario
 
@@ -193,8 +193,8 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
         qps = c.qps_per_connection if routing == c.routing else DEFAULT_QPS.get(routing, 1)
     qps = _check_int(qps, "qps", 1, MAX_QPS)
     seeds = _check_int(seeds, "seeds", 1, MAX_SEEDS)
-    if placement not in PLACEMENTS:
-        raise ScenarioError("placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    if placement not in JOB_PLACEMENTS:
+        raise ScenarioError("placement", f"must be one of {', '.join(JOB_PLACEMENTS)}, got {placement!r}")
     fragmentation = _check_fraction(fragmentation, "fragmentation", 0.95)
     background = _check_fraction(background, "background", 1.0)
     net = network_for(topo, nvlink_gbps(c.gpu, catalog))

@@ -23,7 +23,7 @@ from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
 from simulations.services.fabric import (
-    PLACEMENTS,
+    JOB_PLACEMENTS,
     ROUTINGS,
     TIERS,
     TRAFFIC,
@@ -53,7 +53,7 @@ class FabricStudyForm(forms.Form):
     qps = forms.IntegerField(required=False, min_value=1, max_value=64, label="Queue pairs per connection",
                              help_text="Only with one routing mode.")
     ranks = forms.IntegerField(required=False, min_value=1, label="Job size (GPUs)", help_text="Empty: all GPUs.")
-    placement = forms.ChoiceField(choices=[(p, p) for p in PLACEMENTS], initial="packed")
+    placement = forms.ChoiceField(choices=[(p, p) for p in JOB_PLACEMENTS], initial="packed")
     fragmentation = forms.FloatField(required=False, min_value=0.0, max_value=0.95, initial=0.5,
                                      help_text="Fraction of nodes already taken (fragmented placement).")
     background = forms.FloatField(required=False, min_value=0.0, max_value=1.0, initial=0.0,

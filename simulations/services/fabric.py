@@ -20,7 +20,7 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.pinned_study import compact_study, describe, routing_source
 from engine.flowsim.network import TIERS
-from engine.flowsim.placement import GROUPS, PLACEMENTS
+from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS
 from engine.flowsim.study import STANDARD_VARIANTS, study
 from engine.flowsim.traffic import TRAFFIC
 from engine.schema.types import ROUTINGS
@@ -29,7 +29,7 @@ from planning.models import Scenario
 from simulations.models import RunKind, RunStatus, SimulationRun
 
 __all__ = [  # the portal reads the option lists from here (views do not import the engine)
-    "FABRIC_PARAMS", "PLACEMENTS", "ROUTINGS", "ROUTING_CHOICES", "TIERS", "TRAFFIC", "clean_fabric_params",
+    "FABRIC_PARAMS", "JOB_PLACEMENTS", "ROUTINGS", "ROUTING_CHOICES", "TIERS", "TRAFFIC", "clean_fabric_params",
     "compute_fabric", "fabric_variants", "pinned_study_summary", "scenario_fabric_fields", "scenario_pin_fabric_study",
     "scenarios_pinned_to", "study_section",
 ]
@@ -99,8 +99,8 @@ def clean_fabric_params(params: Mapping[str, Any]) -> dict[str, Any]:
             raise _err("qps", "needs params.routing set to one routing mode")
         out["qps"] = _int(params["qps"], "qps", 1, 64)
     if "placement" in params:
-        if params["placement"] not in PLACEMENTS:
-            raise _err("placement", f"must be one of {', '.join(PLACEMENTS)}")
+        if params["placement"] not in JOB_PLACEMENTS:
+            raise _err("placement", f"must be one of {', '.join(JOB_PLACEMENTS)}")
         out["placement"] = params["placement"]
     if "seeds" in params:
         out["seeds"] = _int(params["seeds"], "seeds", 1, MAX_RUN_SEEDS)

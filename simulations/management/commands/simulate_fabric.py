@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from engine.catalog import CatalogError
 from engine.flowsim.simulate import simulate
 from engine.flowsim.study import study
-from engine.flowsim.placement import PLACEMENTS
+from engine.flowsim.placement import JOB_PLACEMENTS
 from engine.schema.types import ROUTINGS
 from simulations.management.commands._documents import read_document
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         parser.add_argument("--routing", choices=ROUTINGS, default=None,
                             help="one routing mode (default: compare single-QP ECMP, 8 QPs, adaptive)")
         parser.add_argument("--qps", type=int, default=None)
-        parser.add_argument("--placement", choices=PLACEMENTS, default="packed")
+        parser.add_argument("--placement", choices=JOB_PLACEMENTS, default="packed")
         parser.add_argument("--fragmentation", type=float, default=0.5)
         parser.add_argument("--background", type=float, default=0.0)
         parser.add_argument("--seeds", type=int, default=20)

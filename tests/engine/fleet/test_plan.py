@@ -174,3 +174,33 @@ def test_reproducible_across_processes_and_hash_seeds() -> None:
         digests.add(out.stdout.strip())
     here = hashlib.sha256(json.dumps(simulate_fleet(doc, 3), sort_keys=True).encode()).hexdigest()
     assert digests == {here}
+
+
+LLAMA_405B = {"name": "Llama-3-405B", "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8,
+              "ffn_hidden": 53248, "vocab": 128256, "seq_len": 8192}
+
+
+def test_a_named_job_that_does_not_fit_is_refused_not_scheduled() -> None:
+    """405B on 64 H100: no layout fits in 80 GB (its weights alone in bf16 are 810 GB, 12.7 GB per GPU before
+    gradients, optimizer states and activations at ZeRO-3; the engine finds none that fits). The plan is refused
+    naming the job's GPU count and the memory needed, instead of scheduling an impossible multi-year run."""
+    workload = {"model": LLAMA_405B, "training": {"global_batch": 64, "tokens": 1e11}}
+    doc = plan(60, [{"name": "small", "gpu": "H100-SXM", "gpus": 64}],
+               jobs=[{"name": "big", "gpus": 64, "submit_day": 0, "workload": workload}])
+    scen = {**workload, "parallelism": "auto", "cluster": {"gpu": "H100-SXM", "gpus": 64}}
+    assert predict(scen).fits is False  # the premise
+    with pytest.raises(ScenarioError, match=r"^jobs\[0\]\.gpus: does not fit in GPU memory on any cluster") as err:
+        simulate_fleet(doc)
+    assert "'small' at 64 GPUs no parallel layout fits" in str(err.value)
+
+
+def test_a_job_that_fits_on_one_cluster_only_runs_there() -> None:
+    """Llama-3-70B on one 8-GPU node: its 70.6B parameters take ~16 bytes each with mixed-precision Adam
+    (1.13 TB, 141 GB per GPU even fully sharded) - more than an H100's 80 GB, less than a B300's 288 GB. The job
+    is never placed on the H100 cluster and runs on the B300 one."""
+    workload = {"model": {"name": "L70", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+                          "ffn_hidden": 28672, "vocab": 128256, "seq_len": 4096},
+                "training": {"global_batch": 64, "tokens": 1e8}}
+    clusters = [{"name": "hopper", "gpu": "H100-SXM", "gpus": 64}, {"name": "blackwell", "gpu": "B300", "gpus": 64}]
+    r = simulate_fleet(plan(200, clusters, jobs=[{"name": "j", "gpus": 8, "submit_day": 0, "workload": workload}]))
+    assert r["jobs"][0]["cluster"] == "blackwell"
