@@ -2,7 +2,7 @@
 
 PostgreSQL's ``text``/``jsonb`` reject NUL (``\\u0000``); a lone surrogate (``"\\ud800"``, which JSON escapes can
 carry) is not valid Unicode at all, so it can be neither stored nor written back in a UTF-8 response. The API's
-JSON parser (planner/api/parsers.py) and the services that decode JSON from other sources (CSV cells holding
+JSON parser (core/api/parsers.py) and the services that decode JSON from other sources (CSV cells holding
 JSON, portal text areas) refuse such text with :func:`find_bad_text`, naming where it is.
 """
 

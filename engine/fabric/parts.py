@@ -1,6 +1,6 @@
 """Catalog parts of a fabric: the switch's port count at a link speed, and the optics and cables a link needs.
 
-Split from :mod:`.fabric` (which sizes the tree and re-exports these names).
+Used by :mod:`engine.fabric.sizing`, which sizes the tree from them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Lookups in the simulated fabric tables (``engine/fabric/data/fabric_tables.json``, issue #13).
 
-Kept apart from the simulator package so that the performance model's routing function can read the tables
-without importing the simulator (which imports the scenario parser, which imports the performance model): plain
-json + numpy, an in-memory index, microseconds per lookup. The tables and the experiment that fills them are
+Kept apart from the simulator package (engine/flowsim, which sits above the performance model) so that the
+routing share the performance model reads (:mod:`engine.fabric.routing`) comes from the fabric layer below it:
+plain json + numpy, an in-memory index, microseconds per lookup. The tables and the experiment that fills them are
 described in :mod:`engine.flowsim.tables` and docs/flowsim.md.
 """
 

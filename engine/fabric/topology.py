@@ -1,7 +1,7 @@
 """The cluster's topology: what the fabric sizing built, read by both the performance and the cost model.
 
 ``parse_scenario`` sizes the fabric once (:func:`engine.fabric.sizing.size_fabric` on the parsed cluster)
-and keeps the result as ``scenario.topology``, a frozen :class:`Topology` (defined in :mod:`.spec` with the other
+and keeps the result as ``scenario.topology``, a frozen :class:`Topology` (defined in :mod:`engine.schema.types` with the other
 value types; ``engine.document.parse.topology_for(doc)`` parses a document and returns it). The performance model reads where a
 collective's traffic goes (inside the NVLink domain, inside a leaf, inside a pod, across the core), how many
 switches it crosses and the oversubscription of each tier; the cost model prices the same switches and links.
