@@ -15,7 +15,7 @@ from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import params_per_layer
 from engine.schema.types import scenario_to_dict
-from engine.validation import NETWORK_RUNS, load_runs
+from engine.validation.runs import NETWORK_RUNS, load_runs
 from tests.engine._scenarios import scenario
 
 

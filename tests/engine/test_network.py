@@ -14,13 +14,8 @@ from engine.performance.api import predict
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.stragglers import expected_max_z
-from engine.validation import (
-    FABRIC_MEASUREMENTS,
-    NETWORK_RUNS,
-    load_runs,
-    summary,
-    validation_rows,
-)
+from engine.validation.rows import summary, validation_rows
+from engine.validation.runs import FABRIC_MEASUREMENTS, NETWORK_RUNS, load_runs
 from tests.engine._scenarios import dp_heavy, report_rows, scenario
 from tests.paths import ROOT
 
@@ -173,7 +168,7 @@ def test_framework_profiles_change_what_is_hidden() -> None:
 
 
 def test_llama3_405b_with_metas_layout_fits_in_80gb() -> None:
-    from engine.validation import DEFAULT_RUNS
+    from engine.validation.runs import DEFAULT_RUNS
 
     run = next(r for r in load_runs(DEFAULT_RUNS) if r["id"] == "llama3-405b-8192-cp1")
     doc = json.loads(json.dumps(run["scenario"]))

@@ -61,6 +61,9 @@ def test_unreadable_or_bad_json(tmp_path: Path) -> None:
 def test_validation_report_writes_markdown(tmp_path: Path) -> None:
     out = StringIO()
     target = tmp_path / "validation.md"
-    call_command("validation_report", "--output", str(target), stdout=out)
+    bands = tmp_path / "error_bands.json"
+    call_command("validation_report", "--output", str(target), "--bands", str(bands),
+                 "--plot", str(tmp_path / "validation_scaling.png"), stdout=out)
     assert "MAPE" in out.getvalue()
     assert "| llama3-405b-8192-cp1 |" in target.read_text()
+    assert json.loads(bands.read_text())["bands"]

@@ -16,7 +16,7 @@ from engine.document.parse import parse_scenario
 from engine.performance.api import predict
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
-from engine.validation import BLACKWELL_RUNS, load_runs
+from engine.validation.runs import BLACKWELL_RUNS, load_runs
 from tests.engine._scenarios import LLAMA_7B, scenario
 
 GPT3_H100 = "nemo-25.02-h100-gpt3-175b-512"

@@ -13,14 +13,8 @@ import json
 
 import pytest
 
-from engine.validation import (
-    COMPARABLE,
-    DEFAULT_RUNS,
-    HOLDOUT_RUNS,
-    load_runs,
-    summary,
-    validation_rows,
-)
+from engine.validation.rows import summary, validation_rows
+from engine.validation.runs import COMPARABLE, DEFAULT_RUNS, HOLDOUT_RUNS, load_runs
 from tests.engine._scenarios import report_rows
 
 

@@ -1,0 +1,125 @@
+"""docs/validation.md (issue #22): every set in-sample and LOSO with no row dropped, the grounded constants,
+coverage per set and overall, the scaling series; and the optional plot."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.validation import plots
+from engine.validation.evaluate import evaluate_sets
+from engine.validation.registry import ROW_DERIVED_CONSTANTS
+from engine.validation.report import render_markdown
+from engine.validation.rows import ValidationRow
+from engine.validation.runs import RUN_SETS, load_runs
+from engine.validation.scaling import scaling_series
+
+
+@pytest.fixture(scope="module")
+def ev():
+    return evaluate_sets()
+
+
+@pytest.fixture(scope="module")
+def md(ev):
+    return render_markdown(ev)
+
+
+def _overview(md: str) -> dict[str, list[str]]:
+    lines = md.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("| set | runs | MAPE |"))
+    out = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        out[cells[0]] = cells
+    return out
+
+
+def test_the_report_drops_no_row(md) -> None:
+    """The overview has exactly one line per set plus "All sets", each counting every run of its file, and
+    every run appears in the tables; no headline is computed on a subset."""
+    overview = _overview(md)
+    assert list(overview) == [s.title for s in RUN_SETS] + ["All sets"]
+    total = 0
+    for s in RUN_SETS:
+        runs = load_runs(s.path)
+        total += len(runs)
+        assert int(overview[s.title][1]) == len(runs)
+        for run in runs:
+            assert f"| {run['id']} |" in md
+    assert int(overview["All sets"][1]) == total
+    for headline in re.findall(r"^\*\*(.+?): MAPE .* over (\d+) runs", md, flags=re.M):
+        name, n = headline
+        assert int(n) == len(load_runs(next(s.path for s in RUN_SETS if s.title == name)))
+
+
+def test_loso_equals_in_sample_and_says_so(ev, md) -> None:
+    assert not ev.refit
+    for s in ev.sets:
+        assert s.loso == s.rows
+    assert "LOSO equals in-sample" in md
+    for c in ROW_DERIVED_CONSTANTS:
+        assert f"`{c.name}`" in md
+    assert "## Constants grounded on end-to-end rows" in md
+
+
+def test_coverage_per_set_and_overall_is_reported(ev, md) -> None:
+    assert "80% band coverage (LOSO)" in md
+    n = sum(len(s.rows) for s in ev.sets)
+    hits = round(ev.coverage() * n)
+    assert f"| All sets | {n} | {hits} | {ev.coverage() * 100:.1f}% |" in md
+    assert set(ev.loso_band) == {r.run_id for s in ev.sets for r in s.rows}  # every row has a LOSO band
+
+
+def test_scaling_series_are_found_and_reported(ev, md) -> None:
+    names = {(s.name, s.base_gpus) for s in ev.series}
+    assert ("MT-NLG-530B", 2240) in names and ("DeepSeekMoE-16B", 40) in names
+    assert "## Scaling series" in md and "under-charges scale" in md
+    mtnlg = next(s for s in ev.series if s.name == "MT-NLG-530B")
+    # fixed batch, step time measured: per-GPU throughput ~ 1 / (step x GPUs), whatever the engine predicts
+    p = mtnlg.points[0]
+    assert p.measured_change == pytest.approx(60.1 * 2240 / (50.2 * 2800) - 1.0)
+
+
+def test_scaling_change_by_hand() -> None:
+    """Two sizes of one model from one source: a step-time row and a throughput row compare once both are
+    turned into per-GPU throughput."""
+    sc = {"model": {"name": "M"}, "training": {"global_batch": 64}, "cluster": {"gpu": "H100-SXM", "gpus": 8}}
+    big = {"model": {"name": "M"}, "training": {"global_batch": 512}, "cluster": {"gpu": "H100-SXM", "gpus": 64}}
+    runs = [{"id": "s", "source": "arXiv 2000.00001", "scenario": sc},
+            {"id": "b", "source": "arXiv 2000.00001", "scenario": big},
+            {"id": "other", "source": "arXiv 2000.00002", "scenario": big}]
+    rows = [
+        # measured 2.0 s, predicted 1.6 s at 1000 tokens/s/GPU: measured throughput 800
+        ValidationRow("s", runs[0]["source"], "step_time_s", 2.0, 1.6, {}, True, 0.5, gpus=8, tokens_per_s_per_gpu=1000.0),
+        # measured 600 tokens/s/GPU against 900 predicted
+        ValidationRow("b", runs[1]["source"], "tokens_per_s_per_gpu", 600.0, 900.0, {}, True, 0.5, gpus=64,
+                      tokens_per_s_per_gpu=900.0),
+        ValidationRow("other", runs[2]["source"], "tokens_per_s_per_gpu", 1.0, 1.0, {}, True, 0.5, gpus=64,
+                      tokens_per_s_per_gpu=1.0),
+    ]
+    (series,) = scaling_series(runs, rows)  # the other source's row is not part of it
+    (point,) = series.points
+    assert point.measured_change == pytest.approx(600.0 / 800.0 - 1.0)
+    assert point.predicted_change == pytest.approx(900.0 / 1000.0 - 1.0)
+    assert point.gap_points == pytest.approx(15.0)  # predicted -10%, measured -25%: scale under-charged
+
+
+def test_residual_reads_every_row_as_throughput() -> None:
+    step = ValidationRow("s", "", "step_time_s", 2.0, 1.6, {}, True, 0.5)
+    mfu = ValidationRow("m", "", "mfu", 0.4, 0.5, {}, True, 0.5)
+    assert step.residual == pytest.approx(math.log(0.8)) and mfu.residual == pytest.approx(math.log(0.8))
+    assert step.optimism == pytest.approx(0.25) and mfu.optimism == pytest.approx(0.25)
+
+
+def test_the_plot_is_skipped_without_matplotlib(ev, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(plots, "matplotlib_available", lambda: False)
+    target = tmp_path / "img" / "validation_scaling.png"
+    assert plots.write_scaling_plot(ev.series, target) is None
+    assert not target.exists()
+    assert "it was not in this run" in render_markdown(ev, plot=None)
