@@ -27,6 +27,7 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan, plan_for
 from engine.performance.api import predict
+from engine.performance.result import Result
 from engine.schema.types import CostParams, FloatLike, Scenario, scenario_to_dict
 
 HOURS_PER_YEAR = 8760.0
@@ -82,14 +83,23 @@ def _no_server_message(s: Scenario, catalog: Catalog | None) -> str:
 
 
 def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
-               params: CostParams | None = None) -> PerfPoint:
-    """Predict performance and size the fabric of a scenario (a document is parsed first: same checks).
+               params: CostParams | None = None, *, performance: Result | None = None) -> PerfPoint:
+    """Predict performance and size the fabric of a scenario (a document is parsed first: same checks; a parsed
+    Scenario is used as is).
+
+    ``performance``: :func:`engine.performance.api.predict`'s result for this scenario and catalog, when the
+    caller already has it (the performance model then does not run again).
 
     Refuses (ScenarioError naming ``cluster.gpu``, message "does not fit in memory") a run whose layout does not fit in GPU memory:
     such a run cannot be priced.
     """
     s = parse_scenario(scenario, catalog)
-    performance = _predict(s, catalog)
+    performance_dict = dict(performance.to_dict()) if performance is not None else _predict(s, catalog)
+    return _perf_point(s, catalog, performance_dict)
+
+
+def _perf_point(s: Scenario, catalog: Catalog | None, performance: dict[str, Any]) -> PerfPoint:
+    """The :class:`PerfPoint` of a parsed scenario whose ``performance`` (a ``Result.to_dict()``) is known."""
     if not performance.get("fits", True):
         raise ScenarioError(
             "cluster.gpu",

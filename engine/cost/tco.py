@@ -1,8 +1,9 @@
 """Total cost of ownership of a training cluster and of one training run.
 
-Pure Python + numpy (no Django). ``tco(scenario)`` parses the scenario once (:mod:`.scenario`: the same checks
-as ``predict`` and save-time validation), predicts performance on the parsed scenario, prices the fabric sized on
-its topology, estimates goodput and prices everything from the catalog and the scenario's ``costs`` section.
+Pure Python + numpy (no Django). ``tco(scenario)`` parses the scenario once (:mod:`engine.document.parse`: the
+same checks as ``predict`` and save-time validation; a Scenario parsed by the caller is not parsed again), predicts
+performance on the parsed scenario (or takes the caller's ``predict`` result), prices the fabric sized on its
+topology, estimates goodput and prices everything from the catalog and the scenario's ``costs`` section.
 The equations live in :mod:`.costing`; ranges, Monte Carlo and sensitivity in :mod:`.uncertainty`.
 Equations, defaults and what counts as "network": docs/cost-model.md.
 """
@@ -34,8 +35,9 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan
 from engine.fabric.topology import fabric_block
+from engine.performance.result import Result
 from engine.schema.bounds import check_int
-from engine.schema.types import CostParams, FloatLike, Topology
+from engine.schema.types import CostParams, FloatLike, Scenario, Topology
 
 
 def _f(x: FloatLike) -> float:
@@ -77,21 +79,31 @@ def fabric_section(plan: FabricPlan, topology: Topology) -> dict[str, Any]:
     return out
 
 
-def tco(scenario: Mapping[str, Any], catalog: Catalog | None = None, monte_carlo: int = 0,
-        sensitivity: bool = False, seed: int = 0) -> dict[str, Any]:
+def tco(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None, monte_carlo: int = 0,
+        sensitivity: bool = False, seed: int = 0, *, performance: Result | None = None) -> dict[str, Any]:
     """Fabric, TCO, goodput and performance of ``scenario``; optional Monte Carlo and tornado sensitivity.
 
     Numeric inputs in ``costs``, ``cluster`` and ``training`` may be ranges ``{"low", "likely", "high"}``; the
     deterministic figures use ``likely``.
+
+    ``scenario`` is a document, or a :class:`Scenario` already parsed from one with the same ``catalog``
+    (:func:`engine.document.parse.parse_scenario`), which is not parsed again. ``performance``, when given, is
+    what :func:`engine.performance.api.predict` returned for that scenario and catalog: it is used instead of
+    running the performance model a second time. Monte Carlo and sensitivity vary the document, so they need
+    the document itself.
     """
-    if not isinstance(scenario, Mapping):
+    document = scenario if isinstance(scenario, Mapping) else None
+    if document is None and not isinstance(scenario, Scenario):
         raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
     monte_carlo = check_int(monte_carlo, "params.monte_carlo")
     seed = check_int(seed, "params.seed")
+    if document is None and (monte_carlo > 0 or sensitivity):
+        raise ScenarioError("scenario", "Monte Carlo and sensitivity vary the scenario document: give the "
+                            "document, not a parsed Scenario")
     s = parse_scenario(scenario, catalog)  # the one parser: ranges, costs, fabric and layout checks
     ranges = s.ranges
     params = s.cost_params if s.cost_params is not None else resolve_costs(None, catalog)
-    point = perf_point(s, catalog, params)
+    point = perf_point(s, catalog, params, performance=performance)
     lines, summary, gp = evaluate(point, params, catalog)
     tco_out: dict[str, Any] = {k: _f(v) for k, v in summary.items() if not k.startswith(CATEGORY_PREFIX)}
     tco_out["annual_by_category_usd"] = {c: _f(summary.get(f"{CATEGORY_PREFIX}{c}", 0.0)) for c in CATEGORIES}
@@ -109,9 +121,9 @@ def tco(scenario: Mapping[str, Any], catalog: Catalog | None = None, monte_carlo
         "goodput": goodput_out,
         "performance": point.performance,
     }
-    if monte_carlo > 0:
-        out["monte_carlo"] = uncertainty.monte_carlo(scenario, catalog, samples=monte_carlo, seed=seed,
+    if document is not None and monte_carlo > 0:
+        out["monte_carlo"] = uncertainty.monte_carlo(document, catalog, samples=monte_carlo, seed=seed,
                                                      ranges=ranges, base_point=point)
-    if sensitivity:
-        out["sensitivity"] = uncertainty.sensitivity(scenario, catalog, ranges=ranges, base_point=point)
+    if document is not None and sensitivity:
+        out["sensitivity"] = uncertainty.sensitivity(document, catalog, ranges=ranges, base_point=point)
     return out

@@ -44,7 +44,7 @@ from engine.document.ranges import (
 from engine.fabric.parts import FabricError, switch_radix
 from engine.schema import bounds
 from engine.schema.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
-from engine.schema.types import CostParams, Range
+from engine.schema.types import CostParams, Range, Scenario
 
 MAX_PERF_POINTS = bounds.MAX_PERF_POINTS  # distinct performance points of one Monte Carlo
 
@@ -93,8 +93,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     sources = dict.fromkeys(explicit, "scenario range")
     if include_defaults:
         if base_point is None:
-            cooling = _cooling(base, catalog, None)
-            base_point = perf_point(base, catalog, resolve_costs(base.get("costs"), catalog, cooling=cooling))
+            base_point = _base_point(base, catalog)
         for name, r in default_ranges(base, base_point, catalog).items():
             if name not in ranges:
                 ranges[name] = r
@@ -106,17 +105,18 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     for name, r in ranges.items():
         if not r.affects_performance:
             set_path(cost_doc, r.path[1:], draws[name])
-    params = resolve_costs(cost_doc, catalog, cooling=_cooling(base, catalog, base_point))
+    parsed = parse_scenario(base, catalog) if base_point is None else None  # parsed once, here or by the caller
+    params = resolve_costs(cost_doc, catalog, cooling=_cooling(parsed, catalog, base_point))
 
     perf_ranges = [ranges[n] for n in sorted(ranges) if ranges[n].affects_performance]
     if perf_ranges:
-        base_point = base_point if base_point is not None else perf_point(base, catalog, params)
+        base_point = base_point if base_point is not None else perf_point(parsed or base, catalog, params)
     rates = line_rates(catalog)
     out_keys = ("run_days", "annual_tco_usd", "run_cost_usd", "usd_per_gpu_hour", "network_share_of_tco")
     outputs = {k: np.empty(samples) for k in out_keys}
     points = 0
     if not perf_ranges:
-        point = base_point if base_point is not None else perf_point(base, catalog, params)
+        point = base_point if base_point is not None else perf_point(parsed or base, catalog, params)
         _, summary, _ = evaluate(point, params, catalog)
         for k in out_keys:
             outputs[k][:] = summary[k]
@@ -188,13 +188,19 @@ def _point_value(r: Range, x: float, rates: list[float]) -> float | int:
     return r.value(x)
 
 
-def _cooling(doc: Mapping[str, Any], catalog: Catalog | None, point: Any = None) -> str:
-    """The cooling of the scenario's server (the parsed scenario's, or the base point's when given)."""
+def _cooling(s: Scenario | None, catalog: Catalog | None, point: Any = None) -> str:
+    """The cooling of the scenario's server (the base point's when given, else the parsed scenario's)."""
     if point is not None:
         return cooling_of(point.server_item)
-    s = parse_scenario(doc, catalog)
+    assert s is not None, "the cooling needs a parsed scenario or a base point"
     return cooling_of(get_item(s.fabric.server, "server", "costs.server", catalog)) if s.fabric and s.fabric.server \
         else "air"
+
+
+def _base_point(base: Mapping[str, Any], catalog: Catalog | None) -> Any:
+    """The performance point of the likely document ``base``, parsed once (its cooling picks the PUE)."""
+    s = parse_scenario(base, catalog)
+    return perf_point(s, catalog, resolve_costs(base.get("costs"), catalog, cooling=_cooling(s, catalog)))
 
 
 def pin_hardware(doc: dict[str, Any], point: Any) -> None:
@@ -268,9 +274,10 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
     """One-at-a-time swings of $ per run, largest first."""
     ranges = find_ranges(scenario) if ranges is None else ranges
     base = likely_scenario(scenario, ranges)
-    cooling = _cooling(base, catalog, base_point)
+    parsed = parse_scenario(base, catalog) if base_point is None else None  # parsed once, here or by the caller
+    cooling = _cooling(parsed, catalog, base_point)
     base_params = resolve_costs(base.get("costs"), catalog, cooling=cooling)
-    point = base_point if base_point is not None else perf_point(base, catalog, base_params)
+    point = base_point if base_point is not None else perf_point(parsed or base, catalog, base_params)
     rates = line_rates(catalog)
     inputs: dict[str, tuple[Range, str]] = {n: (r, "scenario") for n, r in ranges.items()}
     for n, r in default_ranges(base, point, catalog).items():

@@ -7,15 +7,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import ValidationError
-from engine.document.validate import validate_scenario
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
+from engine.schema.types import Scenario as EngineScenario
 from planning.models import Fleet, Workload
 
 
-def document_validate(*, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None) -> None:
-    """Check a full engine document with the engine's own rules; 400-style errors name the field."""
+def document_validate(
+    *, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None
+) -> EngineScenario:
+    """Check a full engine document with the engine's own rules; 400-style errors name the field.
+
+    Save-time validation is the engine's parser (as :func:`engine.document.validate.validate_scenario`), so
+    this returns what it parsed — the engine :class:`~engine.schema.types.Scenario`, fabric sized — and a
+    caller that goes on to run the engine in the same request hands it that instead of parsing again.
+    """
     try:
-        validate_scenario(document, catalog=catalog)
+        if not isinstance(document, Mapping):
+            raise ScenarioError("scenario", f"must be an object, got {type(document).__name__}")
+        return parse_scenario(document, catalog=catalog)
     except ValueError as exc:
         field = str(getattr(exc, "field", "") or "detail")
         raise ValidationError({field: [str(getattr(exc, "message", exc))]}) from None

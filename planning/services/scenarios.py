@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
 from accounts.models import Team
 from core.errors import ValidationError
+from engine.schema.types import Scenario as EngineScenario
 from planning import changelog
 from planning.models import CatalogVersion, Fleet, ObjectChange, Scenario, Workload
 from planning.services.calibration import scenario_calibration
@@ -47,11 +49,27 @@ def _validate_scenario(*, team_id: int, data: Mapping[str, Any], current: Scenar
         raise ValidationError(errors)
 
 
-def _validate_scenario_document(*, data: Mapping[str, Any], current: Scenario | None = None) -> None:
-    """The scenario's resolved document (workload + fleet/cluster + costs + catalog) must be valid."""
+@dataclass(frozen=True)
+class _CheckedDocument:
+    """A resolved document the engine's parser accepted (with its catalog values), and what it parsed to."""
+
+    document: dict[str, Any]
+    catalog: dict[str, dict[str, Any]]
+    parsed: EngineScenario
+
+
+def _validate_scenario_document(
+    *, data: Mapping[str, Any], current: Scenario | None = None, checked: _CheckedDocument | None = None
+) -> _CheckedDocument | None:
+    """The scenario's resolved document (workload + fleet/cluster + costs + catalog) must be valid.
+
+    Parsed once per save: ``checked``, what an earlier check of the same save accepted, stands when the document
+    and the catalog values it resolves to now are the same (a catalog or scenario changed in between is
+    parsed again). Returns what was checked (None without a workload: nothing to check yet).
+    """
     workload = data.get("workload", current.workload if current else None)
     if workload is None:
-        return
+        return None
     catalog = data.get("catalog", current.catalog if current else None)
     pin = data.get("pinned_version", current.pinned_version if current else None)
     _, values = catalog_resolve(catalog=catalog, pinned_version=pin)
@@ -66,10 +84,18 @@ def _validate_scenario_document(*, data: Mapping[str, Any], current: Scenario | 
     study = data.get("fabric_study", current.fabric_study if current else None)
     if study:  # a pinned fabric study (issue #13) is checked with the document it will travel in
         doc["fabric_study"] = study
-    document_validate(document=doc, catalog=values or None)
+    if checked is not None and checked.document == doc and checked.catalog == values:
+        return checked
+    return _CheckedDocument(doc, values, document_validate(document=doc, catalog=values or None))
 
 
 def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
+    return _scenario_create(team=team, user=user, fields=fields)
+
+
+def _scenario_create(
+    *, team: Team, user: Any, fields: Mapping[str, Any], checked: _CheckedDocument | None = None
+) -> Scenario:
     data = {k: v for k, v in fields.items() if k in SCENARIO_FIELDS}
     if not data.get("name"):
         raise _err("name", "This field is required.")
@@ -79,7 +105,7 @@ def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
         if data.get(f) is None:
             data[f] = {}
     _validate_scenario(team_id=team.pk, data=data)
-    _validate_scenario_document(data=data)
+    _validate_scenario_document(data=data, checked=checked)
     with transaction.atomic():
         scenario = Scenario.objects.create(team=team, created_by=user, updated_by=user, **data)
         changelog.record(obj=scenario, object_type="scenario", action=ObjectChange.Action.CREATE, user=user)
@@ -87,12 +113,18 @@ def scenario_create(*, team: Team, user: Any, **fields: Any) -> Scenario:
 
 
 def scenario_update(*, scenario: Scenario, user: Any, **fields: Any) -> Scenario:
+    return _scenario_update(scenario=scenario, user=user, fields=fields)
+
+
+def _scenario_update(
+    *, scenario: Scenario, user: Any, fields: Mapping[str, Any], checked: _CheckedDocument | None = None
+) -> Scenario:
     data = {k: v for k, v in fields.items() if k in SCENARIO_FIELDS}
     for f in ("cluster", "costs", "uncertainty", "fabric_study"):
         if f in data and data[f] is None:
             data[f] = {}
     _validate_scenario(team_id=scenario.team_id, data=data, current=scenario)
-    _validate_scenario_document(data=data, current=scenario)
+    _validate_scenario_document(data=data, current=scenario, checked=checked)
     _update_logged(scenario, object_type="scenario", user=user, data=data)
     return scenario
 
@@ -188,15 +220,17 @@ def scenario_save(
     # Validate the whole document up front, so a bad input never leaves a half-written workload behind.
     draft = Workload(team=team, **workload_fields)
     _validate_scenario(team_id=team.pk, data={**scenario_fields, "workload": draft}, current=scenario)
-    _validate_scenario_document(data={**scenario_fields, "workload": draft}, current=scenario)
-    with transaction.atomic():
+    checked = _validate_scenario_document(data={**scenario_fields, "workload": draft}, current=scenario)
+    with transaction.atomic():  # the writes below reuse that check (parse once per save)
         if scenario is None:
             workload = workload_create(team=team, user=user, **workload_fields)
-            return scenario_create(team=team, user=user, workload=workload, **scenario_fields)
+            return _scenario_create(team=team, user=user, fields={**scenario_fields, "workload": workload},
+                                    checked=checked)
         scenario = Scenario.objects.select_for_update().select_related("workload").get(pk=scenario.pk)
         shared = scenario.workload.scenarios.exclude(pk=scenario.pk).exists()
         if shared:
             workload = workload_create(team=team, user=user, **workload_fields)
         else:
             workload = workload_update(workload=scenario.workload, user=user, **workload_fields)
-        return scenario_update(scenario=scenario, user=user, workload=workload, **scenario_fields)
+        return _scenario_update(scenario=scenario, user=user, fields={**scenario_fields, "workload": workload},
+                                checked=checked)

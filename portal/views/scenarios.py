@@ -19,6 +19,7 @@ from django_tables2 import RequestConfig
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
 from core.errors import ValidationError
+from engine.schema.types import Scenario as EngineScenario
 from planning import services
 from planning.models import Fleet, ObjectChange, Scenario
 from planning.services import document_validate, fleet_cluster
@@ -50,14 +51,15 @@ def scenarios(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, Any]) -> bool:
-    """Validate with the same service (and so the same rules) as the API; errors go on the right field."""
+def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, Any]) -> EngineScenario | None:
+    """Validate with the same service (and so the same rules) as the API; errors go on the right field.
+
+    Returns the engine's parsed scenario (None when invalid), so the estimate does not parse it again."""
     try:
-        document_validate(document=form.document(), catalog=catalog_values or None)
+        return document_validate(document=form.document(), catalog=catalog_values or None)
     except ValidationError as exc:
         form.add_path_errors(_error_dict(exc))
-        return False
-    return True
+        return None
 
 
 def _fleet_choices(fleets: Any, values: Mapping[str, Any]) -> list[tuple[Fleet, dict[str, Any]]]:
@@ -89,9 +91,9 @@ def scenario_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         base_costs=scenario.costs if scenario else None, base_uncertainty=scenario.uncertainty if scenario else None,
         base=services.scenario_sections(scenario=scenario) if scenario else None,
     )
-    if request.method == "POST" and form.is_valid() and _validate_document(form, values):
+    if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        try:
+        try:  # scenario_save validates the document it writes (the engine's parser, once): errors name the field
             saved = services.scenario_save(
                 team=team, user=request.user, scenario=scenario, name=d["name"], description=d["description"],
                 workload_name=form.workload_name(), model=form.model_doc(), training=form.training_doc(),
@@ -134,9 +136,10 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
     )
     form.fields["name"].required = False  # an estimate needs no name
     ctx: dict[str, Any] = {"errors": [], "estimate": None}
-    if form.is_valid() and _validate_document(form, values):
-        try:
-            result = sim_services.preview(document=form.document(), catalog=values)
+    parsed = _validate_document(form, values) if form.is_valid() else None
+    if parsed is not None:
+        try:  # the document validation parsed: the estimate runs on that
+            result = sim_services.preview(document=parsed, catalog=values)
             ctx["estimate"] = charts.estimate(result)
         except Exception as exc:  # engine/validation errors show in the panel, not as a 500
             if not isinstance(exc, ValueError | ValidationError | DjangoValidationError):

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.cost.tco import tco
+from engine.document.parse import parse_scenario
 from engine.performance.api import predict
+from engine.schema.types import Scenario as EngineScenario
 from planning import services as planning
 from simulations import metrics
 from simulations.services.hashing import engine_version, jsonable
@@ -18,18 +20,28 @@ PREVIEW_FIELDS = (*(m.key for m in metrics.PREVIEW if m.path.startswith(metrics.
 PREVIEW_COSTS = tuple(m.path.removeprefix("tco.") for m in metrics.PREVIEW if m.path.startswith("tco."))
 
 
-def preview(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A synchronous quick estimate for live forms: performance + the headline cost figures."""
+def preview(*, document: Mapping[str, Any] | EngineScenario,
+            catalog: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A synchronous quick estimate for live forms: performance + the headline cost figures.
+
+    ``document`` is a scenario document, or the engine Scenario the caller's validation already parsed from it
+    with the same ``catalog`` (then it is not parsed again). The document is parsed and its fabric sized once,
+    and the performance model runs once: the cost figures reuse the prediction.
+    """
     started = time.perf_counter()
     cat = dict(catalog) if catalog is not None else planning.catalog_resolve(catalog=None)[1]
-    doc = json.loads(json.dumps(dict(document)))
-    perf = jsonable(predict(doc, catalog=cat).to_dict())
+    if isinstance(document, EngineScenario):
+        scenario = document
+    else:
+        scenario = parse_scenario(json.loads(json.dumps(dict(document))), cat)
+    result = predict(scenario, catalog=cat)
+    perf = jsonable(result.to_dict())
     out: dict[str, Any] = {k: perf.get(k) for k in PREVIEW_FIELDS if k in perf}
     out["breakdown_s"] = perf.get("breakdown_s")
     out["parallelism"] = perf.get("parallelism")
     if out.get("fits", True):
         try:
-            costs = jsonable(tco(doc, catalog=cat))
+            costs = jsonable(tco(scenario, catalog=cat, performance=result))
             t = costs.get("tco", {})
             for key in PREVIEW_COSTS:
                 out[key] = t.get(key)

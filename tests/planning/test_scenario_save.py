@@ -57,13 +57,12 @@ def test_invalid_document_writes_nothing(team: Any, planner_user: Any, default_c
 def test_rolls_back_the_workload_when_the_scenario_write_fails(
     team: Any, planner_user: Any, default_catalog: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from planning import services
-    from planning.models import Workload
+    from planning.models import Scenario, Workload
 
     def boom(**_: Any) -> Any:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(services.scenarios, "scenario_create", boom)
+    monkeypatch.setattr(Scenario.objects, "create", boom)
     with pytest.raises(RuntimeError):
         _save(team, planner_user)
     assert not Workload.objects.exists()
@@ -117,3 +116,71 @@ def test_other_teams_objects_are_refused(world: dict[str, Any]) -> None:
         _save(team, user, scenario=world["y"]["scenario"])
     assert "scenario" in exc.value.detail
     assert Workload.objects.count() == before
+
+
+# --- parse once, size once (issue #21): the document is checked up front and the write reuses that check ------
+APP_MODULES = ("planning.services.scenarios", "portal.views.scenarios")
+
+
+def test_a_save_parses_the_document_once(world: dict[str, Any]) -> None:
+    from tests.engine.cost._engine_calls import engine_calls
+
+    team, user = world["team"], world["users"]["planner"]
+    with engine_calls(*APP_MODULES) as calls:
+        s = _save(team, user)
+    assert calls.counts() == (1, 1, 0), f"create: {calls}"
+    with engine_calls(*APP_MODULES) as calls:
+        _save(team, user, scenario=s, costs={"usd_per_kwh": 0.09})
+    assert calls.counts() == (1, 1, 0), f"update: {calls}"
+    shared = world["x"]["scenario"]  # shares its workload with the fleet scenario: the save writes a new one
+    with engine_calls(*APP_MODULES) as calls:
+        _save(team, user, scenario=shared, name=shared.name, training={**TRAINING, "global_batch": 1024})
+    assert calls.counts() == (1, 1, 0), f"update of a shared workload: {calls}"
+
+
+def test_a_save_whose_catalog_changed_meanwhile_is_checked_again(
+    team: Any, planner_user: Any, default_catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The up-front check stands only for the same document on the same catalog values."""
+    from planning import services
+    from tests.engine.cost._engine_calls import engine_calls
+
+    real = services.scenarios.catalog_resolve
+    calls_made: list[int] = []
+
+    def resolve(**kwargs: Any) -> Any:  # the second resolution (the write's) sees a changed price
+        version, values = real(**kwargs)
+        calls_made.append(1)
+        if len(calls_made) > 1:
+            values = {**values, "A100-80GB": {**values["A100-80GB"], "unit_price_usd": 1.0}}
+        return version, values
+
+    monkeypatch.setattr(services.scenarios, "catalog_resolve", resolve)
+    with engine_calls(*APP_MODULES) as calls:
+        _save(team, planner_user)
+    assert len(calls_made) == 2 and calls.counts() == (2, 2, 0), str(calls)
+
+
+def test_the_builder_saves_with_one_parse(client: Any, world: dict[str, Any]) -> None:
+    """Saving from the portal builder (new, then edit): the document is parsed and its fabric sized once."""
+    from django.urls import reverse
+
+    from planning.models import Scenario
+    from tests.engine.cost._engine_calls import engine_calls
+    from tests.portal.conftest import BUILDER_POST
+
+    client.force_login(world["users"]["planner"])
+    with engine_calls(*APP_MODULES) as calls:
+        r = client.post(reverse("scenario-new"), BUILDER_POST)
+    assert r.status_code == 302 and calls.counts() == (1, 1, 0), f"new: {calls}"
+    s = Scenario.objects.get(name=BUILDER_POST["name"])
+    with engine_calls(*APP_MODULES) as calls:
+        r = client.post(reverse("scenario-edit", args=[s.pk]), {**BUILDER_POST, "usd_per_kwh": 0.09})
+    assert r.status_code == 302 and calls.counts() == (1, 1, 0), f"edit: {calls}"
+    s.refresh_from_db()
+    assert s.costs["usd_per_kwh"] == 0.09
+    # an invalid document still lands on its field, from the one check scenario_save makes
+    with engine_calls(*APP_MODULES) as calls:
+        r = client.post(reverse("scenario-edit", args=[s.pk]), {**BUILDER_POST, "heads": 31})
+    assert r.status_code == 400 and calls.parses == 1, str(calls)
+    assert "heads" in r.context["form"].errors
