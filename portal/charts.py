@@ -12,20 +12,16 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from engine.schema.enums import Fabric
 from portal.panels import result_fits
 from simulations import metrics as registry
 from simulations import reports
 from simulations.metrics import dig
 
-BREAKDOWN_LABELS = {
-    "compute": "Compute", "tp_comm": "TP comm", "cp_comm": "CP comm", "ep_comm": "EP comm", "pp_comm": "PP comm",
-    "pp_bubble": "Pipeline bubble", "dp_comm_exposed": "DP comm (exposed)", "optimizer": "Optimizer",
-}
 CATEGORY_LABELS = {
     "gpu_servers": "GPU servers", "network": "Network", "power": "Power", "facility": "Facility",
     "maintenance": "Maintenance", "storage": "Storage", "staff": "Staff",
 }
-FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)", "ethernet": "Ethernet"}
 
 # Headline figures, labels, formats and "better" directions come from the metric registry (simulations.metrics):
 # (path, label, format, lower_is_better) for the cards and the comparison table.
@@ -65,7 +61,7 @@ def cluster_summary(scenario: Any, server_gpus: Mapping[str, Any] | None = None)
     if c.get("gpus"):
         parts.append(f"{int(c['gpus']):,} × {c.get('gpu', 'GPU')}")
     if c.get("nic_gbps"):
-        parts.append(f"{int(float(c['nic_gbps']))}G {FABRIC_LABELS.get(c.get('fabric', ''), c.get('fabric', ''))}")
+        parts.append(f"{int(float(c['nic_gbps']))}G {Fabric.label(c.get('fabric', ''))}")
     if c.get("topology"):
         parts.append(str(c["topology"]))
     return " · ".join(parts)
@@ -79,7 +75,7 @@ def estimate(preview: Mapping[str, Any]) -> dict[str, Any]:
     segments = []
     for i, (key, value) in enumerate(breakdown.items()):
         if isinstance(value, int | float) and total > 0 and value / total >= 0.002:
-            segments.append({"key": key, "label": BREAKDOWN_LABELS.get(key, key), "seconds": value,
+            segments.append({"key": key, "label": registry.breakdown_label(key), "seconds": value,
                              "share": 100.0 * value / total, "color": SEGMENT_COLORS[i % len(SEGMENT_COLORS)]})
     return {
         "step_time_s": preview.get("step_time_s"), "mfu": preview.get("mfu"),
@@ -179,7 +175,7 @@ def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
         value = metric(r.result, path)
         if ax["nic_gbps"] is None or value is None or result_fits(r.result) is False:
             continue
-        name = FABRIC_LABELS.get(ax["fabric"] or "", ax["fabric"] or "fabric")
+        name = Fabric.label(ax["fabric"]) if ax["fabric"] else "fabric"
         for key, fmt in varied:  # an unset routing is the fabric's default
             name += " · " + (fmt.format(ax[key]) if ax[key] is not None else ("default" if key == "routing" else "—"))
         speeds.add(ax["nic_gbps"])
@@ -242,7 +238,7 @@ def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
         charts["chart-step"] = {
             "title": "Step-time breakdown", "type": "bar", "stacked": True, "format": "s", "y_title": "Seconds per step",
             "labels": labels,
-            "datasets": [{"label": BREAKDOWN_LABELS.get(k, k),
+            "datasets": [{"label": registry.breakdown_label(k),
                           "data": [_f((performance_of(r.result).get("breakdown_s") or {}).get(k)) or 0.0 for r in runs],
                           "stack": "step"} for k in keys],
         }

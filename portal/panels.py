@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from portal.forms.common import FABRIC_LABELS
+from engine.schema.enums import Fabric, Routing
 
 #: words a failed run's error uses when the engine refused it for memory (tco refuses non-fitting runs)
 NOT_FIT_WORDS = ("does not fit", "doesn't fit", "out of memory", "exceeds the gpu memory", "exceeds gpu memory")
-LAYOUT_DEAD_END = "no layout satisfies"
 
 
 def _num(value: Any) -> float | None:
@@ -81,10 +80,6 @@ def fit_problem(run: Any) -> dict[str, Any] | None:
             return {"need_gb": None, "usable_gb": None, "hbm_gb": hbm_gb(run, gpu), "gpu": gpu,
                     "detail": str(getattr(run, "error", "")), "source": "error"}
     return None
-
-
-def is_layout_dead_end(run: Any) -> bool:
-    return getattr(run, "status", "") == "failed" and LAYOUT_DEAD_END in str(getattr(run, "error", "")).lower()
 
 
 LAYOUT_KEYS = (("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("cp", "CP"), ("ep", "EP"), ("vpp", "VPP"))
@@ -192,8 +187,6 @@ def own_configuration_run(runs: list[Any], base_document: Mapping[str, Any] | No
 
 
 TIER_ROWS = (("leaf", "node_leaf", "Leaf"), ("spine", "leaf_spine", "Spine"), ("core", "spine_core", "Core"))
-ROUTING_TEXT = {"ecmp": "ECMP (one QP per connection)", "ecmp-qp": "ECMP with more QPs",
-                "adaptive": "adaptive routing", "pinned": "pinned routes"}
 
 
 def _section(node: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -225,8 +218,8 @@ def fabric_panel(run: Any) -> dict[str, Any] | None:
     return {
         "summary": " · ".join(str(x) for x in (
             f"{tiers}-tier {fabric.get('topology') or ''}".strip(),
-            FABRIC_LABELS.get(str(fabric.get("fabric")), fabric.get("fabric")),
-            f"{ROUTING_TEXT.get(routing, routing)} ({origin})",
+            Fabric.label(fabric.get("fabric")),
+            f"{Routing.label(routing)}, shares from the {origin}",
         ) if x),
         "switch": fabric.get("switch_model"), "radix": _num(fabric.get("radix")),
         "link_gbps": _num(fabric.get("link_gbps")), "nic": fabric.get("nic_model"),

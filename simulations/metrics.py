@@ -95,6 +95,22 @@ METRICS: tuple[Metric, ...] = (
 
 _BY_PATH: dict[str, Metric] = {p: m for m in METRICS for p in m.paths}
 
+#: The step-time breakdown (``breakdown_s`` of a predict result, ``performance.breakdown_s`` of a TCO result: the
+#: keys of ``engine.performance.model.BREAKDOWN_KEYS``), in the words the portal's bars, charts and reports use.
+#: tests/simulations/test_metrics.py checks that every engine key has one.
+BREAKDOWN: tuple[tuple[str, str], ...] = (
+    ("compute", "Compute"),
+    ("tp_comm", "TP comm"),
+    ("cp_comm", "CP comm"),
+    ("ep_comm", "EP comm"),
+    ("pp_comm", "PP comm"),
+    ("pp_bubble", "Pipeline bubble"),
+    ("dp_comm_exposed", "DP comm (exposed)"),
+    ("optimizer", "Optimizer"),
+    ("stragglers", "Stragglers"),
+)
+_BREAKDOWN_LABELS = dict(BREAKDOWN)
+
 HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 SWEEP: tuple[Metric, ...] = tuple(m for m in METRICS if m.sweep)
 BEST: tuple[Metric, ...] = tuple(m for m in METRICS if m.best)
@@ -172,3 +188,8 @@ def display_format(path: str) -> str:
 def lower_is_better(path: str) -> bool | None:
     m = get(path)
     return m.lower_is_better if m is not None else None
+
+
+def breakdown_label(key: str) -> str:
+    """The label of a step-time breakdown key (a key the registry does not know: its words, capitalised)."""
+    return _BREAKDOWN_LABELS.get(key) or key.replace("_", " ").capitalize()

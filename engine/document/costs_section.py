@@ -13,63 +13,38 @@ from typing import Any
 import numpy as np
 
 from engine.catalog import KINDS, Catalog, CatalogError, CatalogItem, get_item, items_of_kind
-from engine.errors import ScenarioError
-from engine.schema.bounds import check_field, check_number, check_samples
+from engine.errors import (
+    NOT_A_CHOICE,
+    OUT_OF_RANGE,
+    UNKNOWN_CATALOG_KEY,
+    UNKNOWN_KEY,
+    WRONG_TYPE,
+    ScenarioError,
+)
+from engine.schema.bounds import check_field, check_samples
+from engine.schema.enums import FacilityMode
+from engine.schema.fields import field, keys, section_fields
 from engine.schema.types import CostParams, FloatLike
 
-DEFAULT_FACILITY = "FACILITY-DEFAULT"
-FACILITY_MODES = ("colocation", "owned")
+DEFAULT_FACILITY = str(field("costs.facility").default)
+FACILITY_MODES = FacilityMode.values()
 
-# costs.<name>: (minimum, strict) — every one may also be a {low, likely, high} range (see uncertainty.py)
-NUMERIC_COSTS: dict[str, tuple[float, bool]] = {
-    "usd_per_kwh": (0.0, False),
-    "pue": (1.0, False),
-    "colocation_usd_per_kw_month": (0.0, False),
-    "construction_usd_per_mw": (0.0, False),
-    "facility_life_years": (0.0, True),
-    "depreciation_years": (0.0, True),
-    "cost_of_capital": (0.0, False),
-    "maintenance_share": (0.0, False),
-    "install_share": (0.0, False),
-    "avg_utilization": (0.0, True),
-    "staff_usd_per_year": (0.0, False),
-    "storage_usd": (0.0, False),
-    "frontend_network_usd": (0.0, False),
-}
-GOODPUT_KEYS: dict[str, tuple[float, bool]] = {
-    "failure_rate_scale": (0.0, False),
-    "restart_min": (0.0, False),
-    "checkpoint_bytes_per_param": (0.0, True),
-    "storage_write_gbytes_per_s": (0.0, True),
-    "node_write_gbytes_per_s": (0.0, True),
-    "checkpoint_interval_min": (0.0, True),
-}
-OTHER_COST_KEYS = {"facility", "facility_mode", "server", "prices", "goodput", "planes", "nodes_per_rack",
-                   "leaf_placement"}
-COST_KEYS = set(NUMERIC_COSTS) | OTHER_COST_KEYS
+# The section's keys, from the one declaration (engine.schema.fields); every number has its bound in the bounds
+# table and may also be a {low, likely, high} range (see engine.document.ranges)
+COST_KEYS = keys("costs")
+NUMERIC_COSTS = tuple(f.key for f in section_fields("costs") if f.kind == "number")  # in the order resolved
+GOODPUT_KEYS = keys("costs.goodput")
 
 
-def _err(field: str, message: str) -> ScenarioError:
-    return ScenarioError(field, message)
+def _err(field: str, message: str, code: str | None = None) -> ScenarioError:
+    return ScenarioError(field, message, code)
 
 
-def _check_value(value: Any, field: str, minimum: float, strict: bool) -> FloatLike:
-    """Validate a number, or an array of Monte Carlo samples, against the bounds table (:mod:`.bounds`).
-
-    ``minimum``/``strict`` are the lower bound of :data:`NUMERIC_COSTS` / :data:`GOODPUT_KEYS`, used only for a
-    field the bounds table does not list."""
+def _check_value(value: Any, field: str) -> FloatLike:
+    """Validate a number, or an array of Monte Carlo samples, against the bounds table (:mod:`.bounds`)."""
     if isinstance(value, np.ndarray):
-        arr = value.astype(float)
-        try:
-            return np.asarray(check_samples(arr, field), dtype=float)
-        except LookupError:
-            for v in (float(arr.min()), float(arr.max())) if arr.size else ():
-                check_number(v, field, lo=minimum, lo_open=strict)
-            return arr
-    try:
-        return check_field(value, field)
-    except LookupError:
-        return check_number(value, field, lo=minimum, lo_open=strict)
+        return np.asarray(check_samples(value.astype(float), field), dtype=float)
+    return check_field(value, field)
 
 
 def cooling_of(server: Mapping[str, Any] | None) -> str:
@@ -85,53 +60,53 @@ def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = Non
     given: liquid-cooled racks run in liquid-cooled halls with a lower PUE (``pue_by_cooling``)."""
     costs = costs or {}
     if not isinstance(costs, Mapping):
-        raise _err("costs", "must be an object")
+        raise _err("costs", "must be an object", WRONG_TYPE)
     for key in costs:
         if key not in COST_KEYS:
-            raise _err(f"costs.{key}", f"unknown key; allowed: {', '.join(sorted(COST_KEYS))}")
+            raise _err(f"costs.{key}", f"unknown key; allowed: {', '.join(sorted(COST_KEYS))}", UNKNOWN_KEY)
     fac_key = costs.get("facility", DEFAULT_FACILITY)
     if not isinstance(fac_key, str):
-        raise _err("costs.facility", f"must be a catalog key string, got {fac_key!r}")
+        raise _err("costs.facility", f"must be a catalog key string, got {fac_key!r}", WRONG_TYPE)
     try:
         facility = get_item(fac_key, "facility", "costs.facility", catalog)
     except CatalogError as exc:
-        raise _err(exc.field, exc.message) from exc
+        raise _err(exc.field, exc.message, UNKNOWN_CATALOG_KEY) from exc
     fspecs = facility.get("specs") or {}
     values: dict[str, FloatLike] = {}
     defaults = dict(fspecs)
     by_cooling = fspecs.get("pue_by_cooling") or {}
     if cooling in by_cooling:
         defaults["pue"] = by_cooling[cooling]
-    for name, (minimum, strict) in NUMERIC_COSTS.items():
+    for name in NUMERIC_COSTS:
         raw = costs.get(name, defaults.get(name, 0.0))
-        values[name] = _check_value(raw, f"costs.{name}", minimum, strict)
+        values[name] = _check_value(raw, f"costs.{name}")
     util = values["avg_utilization"]
     if np.any(np.asarray(util) > 1.0):
-        raise _err("costs.avg_utilization", "must be <= 1 (fraction of max server power)")
-    mode = costs.get("facility_mode", fspecs.get("facility_mode", "colocation"))
+        raise _err("costs.avg_utilization", "must be <= 1 (fraction of max server power)", OUT_OF_RANGE)
+    mode = costs.get("facility_mode", fspecs.get("facility_mode", FacilityMode.COLOCATION))
     if mode not in FACILITY_MODES:
-        raise _err("costs.facility_mode", f"must be one of {', '.join(FACILITY_MODES)}, got {mode!r}")
+        raise _err("costs.facility_mode", f"must be one of {', '.join(FACILITY_MODES)}, got {mode!r}", NOT_A_CHOICE)
     gp_raw = costs.get("goodput") or {}
     if not isinstance(gp_raw, Mapping):
-        raise _err("costs.goodput", "must be an object")
+        raise _err("costs.goodput", "must be an object", WRONG_TYPE)
     gp: dict[str, FloatLike] = {}
     for key, value in gp_raw.items():
         if key not in GOODPUT_KEYS:
-            raise _err(f"costs.goodput.{key}", f"unknown key; allowed: {', '.join(sorted(GOODPUT_KEYS))}")
-        minimum, strict = GOODPUT_KEYS[key]
-        gp[key] = _check_value(value, f"costs.goodput.{key}", minimum, strict)
+            raise _err(f"costs.goodput.{key}", f"unknown key; allowed: {', '.join(sorted(GOODPUT_KEYS))}",
+                       UNKNOWN_KEY)
+        gp[key] = _check_value(value, f"costs.goodput.{key}")
     prices_raw = costs.get("prices") or {}
     if not isinstance(prices_raw, Mapping):
-        raise _err("costs.prices", "must be an object of catalog key -> unit price (USD)")
+        raise _err("costs.prices", "must be an object of catalog key -> unit price (USD)", WRONG_TYPE)
     cat_keys = (catalog if catalog is not None else _all_items()) if prices_raw else {}
     prices: dict[str, FloatLike] = {}
     for key, value in prices_raw.items():
         if key not in cat_keys:
-            raise _err(f"costs.prices.{key}", "unknown catalog key")
-        prices[key] = _check_value(value, f"costs.prices.{key}", 0.0, False)
+            raise _err(f"costs.prices.{key}", "unknown catalog key", UNKNOWN_CATALOG_KEY)
+        prices[key] = _check_value(value, f"costs.prices.{key}")
     server = costs.get("server")
     if server is not None and not isinstance(server, str):
-        raise _err("costs.server", f"must be a catalog key string, got {server!r}")
+        raise _err("costs.server", f"must be a catalog key string, got {server!r}", WRONG_TYPE)
     return CostParams(values, gp, prices, str(mode), fac_key, server)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from engine.errors import ScenarioError
+from engine.errors import LAYOUT_CONFLICT, ScenarioError
 from engine.schema.types import Scenario
 
 
@@ -37,45 +37,43 @@ def check_layout(s: Scenario) -> None:
     """Cross-field checks for degrees that are given (auto ones are checked by the search)."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
     if p.tp is not None and m.heads % p.tp:
-        raise ScenarioError("parallelism.tp", f"{p.tp} does not divide model.heads={m.heads}")
+        raise ScenarioError("parallelism.tp", f"{p.tp} does not divide model.heads={m.heads}", LAYOUT_CONFLICT)
     if p.pp is not None and p.pp > m.layers:
-        raise ScenarioError("parallelism.pp", f"{p.pp} exceeds model.layers={m.layers}")
+        raise ScenarioError("parallelism.pp", f"{p.pp} exceeds model.layers={m.layers}", LAYOUT_CONFLICT)
     if p.cp is not None and m.seq_len % p.cp:
-        raise ScenarioError("parallelism.cp", f"{p.cp} does not divide model.seq_len={m.seq_len}")
+        raise ScenarioError("parallelism.cp", f"{p.cp} does not divide model.seq_len={m.seq_len}", LAYOUT_CONFLICT)
     if p.vpp is not None and p.pp is not None:
         if p.vpp > 1 and p.pp == 1:
-            raise ScenarioError("parallelism.vpp", "interleaving (vpp > 1) needs parallelism.pp > 1")
+            raise ScenarioError("parallelism.vpp", "interleaving (vpp > 1) needs parallelism.pp > 1", LAYOUT_CONFLICT)
         if p.pp * p.vpp > m.layers:
-            raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds model.layers={m.layers}")
+            raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds model.layers={m.layers}", LAYOUT_CONFLICT)
     if p.ep is not None and p.ep > 1:
         if m.moe is None:
-            raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)")
+            raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)", LAYOUT_CONFLICT)
         if m.moe.experts % p.ep:
-            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}")
+            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}", LAYOUT_CONFLICT)
     for key, values in p.choices:  # each allowed value must be one the degree can take
         for v in values:
             problem = _degree_problem(s, key, v)
             if problem:
-                raise ScenarioError(f"parallelism.{key}", f"{v} {problem}")
+                raise ScenarioError(f"parallelism.{key}", f"{v} {problem}", LAYOUT_CONFLICT)
     fixed = [v for v in (p.tp, p.pp, p.cp) if v is not None]
     prod = math.prod(fixed)
     if c.gpus % prod:
-        raise ScenarioError("parallelism", f"tp*pp*cp={prod} does not divide cluster.gpus={c.gpus}")
+        raise ScenarioError("parallelism", f"tp*pp*cp={prod} does not divide cluster.gpus={c.gpus}", LAYOUT_CONFLICT)
     if p.tp is not None and p.pp is not None and p.cp is not None:
         if p.dp is not None and p.tp * p.pp * p.dp * p.cp != c.gpus:
             raise ScenarioError(
                 "parallelism.dp",
-                f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}",
-            )
+                f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}", LAYOUT_CONFLICT)
         dp = p.dp if p.dp is not None else c.gpus // prod
         if p.ep is not None and p.ep > 1 and (dp * p.cp) % p.ep:
-            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp={dp * p.cp}")
+            raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp={dp * p.cp}", LAYOUT_CONFLICT)
         if t.global_batch % dp:
-            raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={dp}")
+            raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={dp}", LAYOUT_CONFLICT)
         if t.micro_batch is not None and t.global_batch % (dp * t.micro_batch):
             raise ScenarioError(
                 "training.global_batch",
-                f"{t.global_batch} is not divisible by dp*micro_batch={dp * t.micro_batch}",
-            )
+                f"{t.global_batch} is not divisible by dp*micro_batch={dp * t.micro_batch}", LAYOUT_CONFLICT)
     elif p.dp is not None and t.global_batch % p.dp:
-        raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}")
+        raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}", LAYOUT_CONFLICT)

@@ -1,4 +1,4 @@
-"""The scenario document: the one parser, into the frozen :class:`Scenario` of :mod:`.spec`.
+"""The scenario document: the one parser, into the frozen :class:`Scenario` of :mod:`engine.schema.types`.
 
 A scenario is a JSON-like mapping (see docs/scenario-format.md). ``parse_scenario`` is the only code that reads
 it: ``predict``, ``tco`` and save-time validation (``validate_scenario``) all call it, so they refuse exactly the
@@ -15,7 +15,8 @@ same documents. It
   switch lacks) is refused here, naming the field.
 
 ``"auto"`` settings are kept as ``None`` and resolved by the search in :mod:`engine.performance.api`.
-Enums, dataclasses and defaults live in :mod:`.spec` and are re-exported here.
+The keys, static defaults, enums and bounds it checks are declared once in :mod:`engine.schema.fields`; the
+dataclasses it builds are :mod:`engine.schema.types`. Every error carries a machine code (:mod:`engine.errors`).
 """
 
 from __future__ import annotations
@@ -28,25 +29,23 @@ from engine.catalog import Catalog, CatalogError, get_item, items_of_kind
 from engine.document.costs_section import cooling_of, resolve_costs
 from engine.document.layout_checks import check_layout
 from engine.document.ranges import find_ranges, likely_scenario
-from engine.errors import ScenarioError
+from engine.errors import (
+    LAYOUT_CONFLICT,
+    NOT_A_CHOICE,
+    REQUIRED,
+    UNBUILDABLE_FABRIC,
+    UNKNOWN_CATALOG_KEY,
+    UNKNOWN_KEY,
+    WRONG_TYPE,
+    ScenarioError,
+)
 from engine.fabric.pinned_study import check_fabric_study
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.fabric.topology import build_topology
 from engine.schema.bounds import check_int, check_number
 from engine.schema.calibration import check_calibration_section
+from engine.schema.fields import AUTO, BY_PATH, field, keys, required
 from engine.schema.types import (
-    ATTENTION,
-    AUTO,
-    DEFAULT_QPS,
-    EXPERT_KERNELS,
-    FABRICS,
-    FRAMEWORKS,
-    LEAF_PLACEMENTS,
-    MOE_DISPATCHERS,
-    PRECISIONS,
-    RECOMPUTE,
-    ROUTINGS,
-    TOPOLOGIES,
     ClusterSpec,
     FabricSettings,
     ModelSpec,
@@ -57,82 +56,95 @@ from engine.schema.types import (
     TrainingSpec,
 )
 
-# "calibration": a fleet's calibration profile (engine.calibration, issue #16), kept in
-# Scenario.extras["calibration"] and applied by perf.predict / search (and so by tco);
-# "fabric_study": a team's own fabric study pinned to the scenario (engine.fabric.pinned_study, issue #13),
-# kept in Scenario.extras["fabric_study"]; its routing share replaces the shipped tables' (routing.crossing_share)
-TOP_KEYS = {"model", "training", "parallelism", "cluster", "costs", "uncertainty", "name", "description",
-            "calibration", "fabric_study"}
-REQUIRED_TOP = ("model", "training", "parallelism", "cluster")
-MODEL_KEYS = {
-    "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_ffn", "vocab", "seq_len", "moe",
-}
-MODEL_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
-MOE_KEYS = {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers", "dense_ffn_hidden"}
-TRAINING_KEYS = {"global_batch", "micro_batch", "precision", "recompute", "tokens", "zero", "attention", "dropout",
-                 "framework", "expert_kernel", "moe_dispatcher"}
-TRAINING_REQUIRED = ("global_batch", "tokens")
-PAR_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "sequence_parallel"}
-CLUSTER_KEYS = {
-    "gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology", "tiers",
-    "oversubscription", "pod_gpus", "routing", "switch", "nic", "qps_per_connection", "in_network_reduction",
-}
-CLUSTER_REQUIRED = ("gpu", "gpus")
+# Every section's keys and required keys come from the one declaration (engine.schema.fields). The platform's
+# "calibration" (a fleet's calibration profile, engine.calibration, issue #16) and "fabric_study" (a team's fabric
+# study pinned to the scenario, engine.fabric.pinned_study, issue #13) are kept in Scenario.extras.
+TOP_KEYS = keys("")
+REQUIRED_TOP = required("")
+MODEL_KEYS = keys("model")
+MODEL_REQUIRED = required("model")
+MOE_KEYS = keys("model.moe")
+MOE_REQUIRED = required("model.moe")
+TRAINING_KEYS = keys("training")
+TRAINING_REQUIRED = required("training")
+PAR_KEYS = keys("parallelism")
+CLUSTER_KEYS = keys("cluster")
+CLUSTER_REQUIRED = required("cluster")
 DEFAULT_NODES_PER_RACK = 4  # four 8-GPU HGX servers per 40-45 kW rack when the server item does not say
 
 
 # --------------------------------------------------------------------------------------------- helpers
 
 
+class _Declared:
+    """The default of a helper's ``default``: the field's static default in the declaration."""
+
+
+DECLARED: Any = _Declared()
+
+
+def _declared_default(name: str) -> Any:
+    f = BY_PATH.get(name)
+    if f is None or f.required or f.default_by:
+        return None
+    return f.default
+
+
 def _mapping(doc: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(doc, Mapping):
-        raise ScenarioError(path, f"must be an object, got {type(doc).__name__}")
+        raise ScenarioError(path, f"must be an object, got {type(doc).__name__}", WRONG_TYPE)
     return doc
 
 
 def _check_keys(doc: Mapping[str, Any], allowed: set[str], required: tuple[str, ...], path: str) -> None:
     for key in doc:
         if key not in allowed:
-            raise ScenarioError(f"{path}.{key}" if path else str(key), f"unknown key; allowed: {', '.join(sorted(allowed))}")
+            raise ScenarioError(f"{path}.{key}" if path else str(key), f"unknown key; allowed: {', '.join(sorted(allowed))}",
+                                UNKNOWN_KEY)
     for key in required:
         if key not in doc:
-            raise ScenarioError(f"{path}.{key}" if path else key, "is required")
+            raise ScenarioError(f"{path}.{key}" if path else key, "is required", REQUIRED)
 
 
-def _int(doc: Mapping[str, Any], key: str, path: str, default: Any = None, allow_auto: bool = False) -> Any:
-    """An integer field, checked against its bound in :data:`engine.schema.bounds.BOUNDS`."""
+def _int(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> Any:
+    """An integer field, checked against its bound in :data:`engine.schema.bounds.BOUNDS`; ``"auto"`` (None)
+    where the declaration accepts it."""
     name = f"{path}.{key}"
-    value = doc.get(key, default)
+    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
     if value is None:
-        raise ScenarioError(name, "is required")
+        raise ScenarioError(name, "is required", REQUIRED)
+    allow_auto = field(name).auto
     if allow_auto and value == AUTO:
         return None
     if isinstance(value, str):
         extra = ' or "auto"' if allow_auto else ""
-        raise ScenarioError(name, f"must be an integer{extra}, got {value!r}")
+        raise ScenarioError(name, f"must be an integer{extra}, got {value!r}", WRONG_TYPE)
     return check_int(value, name)
 
 
-def _number(doc: Mapping[str, Any], key: str, path: str, default: float | None = None) -> float:
+def _number(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> float:
     """A number field, checked against its bound in :data:`engine.schema.bounds.BOUNDS`."""
     name = f"{path}.{key}"
-    value = doc.get(key, default)
+    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
     if value is None:
-        raise ScenarioError(name, "is required")
+        raise ScenarioError(name, "is required", REQUIRED)
     return check_number(value, name)
 
 
-def _choice(doc: Mapping[str, Any], key: str, path: str, options: tuple[str, ...], default: str | None,
-            allow_auto: bool = False) -> str | None:
+def _choice(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> str | None:
+    """A value of the field's enum (:mod:`engine.schema.enums`); ``"auto"`` (None) where the declaration accepts it."""
     name = f"{path}.{key}"
-    value = doc.get(key, default)
+    f = field(name)
+    assert f.choices is not None, name
+    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
     if value is None:
-        raise ScenarioError(name, "is required")
-    if allow_auto and value == AUTO:
+        raise ScenarioError(name, "is required", REQUIRED)
+    if f.auto and value == AUTO:
         return None
+    options = f.choices.values()
     if not isinstance(value, str) or value not in options:
-        extra = ' or "auto"' if allow_auto else ""
-        raise ScenarioError(name, f"must be one of {', '.join(options)}{extra}, got {value!r}")
+        extra = ' or "auto"' if f.auto else ""
+        raise ScenarioError(name, f"must be one of {', '.join(options)}{extra}, got {value!r}", NOT_A_CHOICE)
     return value
 
 
@@ -141,14 +153,14 @@ def _bool(doc: Mapping[str, Any], key: str, path: str, default: bool | None, all
     if allow_auto and value == AUTO:
         return None
     if not isinstance(value, bool):
-        raise ScenarioError(f"{path}.{key}", f"must be true or false, got {value!r}")
+        raise ScenarioError(f"{path}.{key}", f"must be true or false, got {value!r}", WRONG_TYPE)
     return value
 
 
 def _key(doc: Mapping[str, Any], key: str, path: str) -> str | None:
     value = doc.get(key)
     if value is not None and not isinstance(value, str):
-        raise ScenarioError(f"{path}.{key}", f"must be a catalog key string, got {value!r}")
+        raise ScenarioError(f"{path}.{key}", f"must be a catalog key string, got {value!r}", WRONG_TYPE)
     return value
 
 
@@ -158,19 +170,19 @@ def _key(doc: Mapping[str, Any], key: str, path: str) -> str | None:
 def _parse_moe(doc: Any, hidden: int, layers: int) -> MoESpec:
     path = "model.moe"
     d = _mapping(doc, path)
-    _check_keys(d, MOE_KEYS, ("experts", "top_k", "expert_ffn_hidden"), path)
+    _check_keys(d, MOE_KEYS, MOE_REQUIRED, path)
     experts = _int(d, "experts", path)
     top_k = _int(d, "top_k", path)
     if top_k > experts:
         raise ScenarioError(f"{path}.top_k", f"{top_k} exceeds model.moe.experts={experts}")
-    dense_layers = _int(d, "dense_layers", path, default=0)
+    dense_layers = _int(d, "dense_layers", path)
     if dense_layers >= layers:
         raise ScenarioError(f"{path}.dense_layers", f"{dense_layers} must be fewer than model.layers={layers}")
     return MoESpec(
         experts=experts,
         top_k=top_k,
         expert_ffn_hidden=_int(d, "expert_ffn_hidden", path),
-        shared_experts=_int(d, "shared_experts", path, default=0),
+        shared_experts=_int(d, "shared_experts", path),
         dense_layers=dense_layers,
         dense_ffn_hidden=_int(d, "dense_ffn_hidden", path, default=4 * hidden),
     )
@@ -188,9 +200,9 @@ def _parse_model(doc: Any) -> ModelSpec:
     kv_heads = _int(d, "kv_heads", path, default=heads)
     if kv_heads > heads or heads % kv_heads:
         raise ScenarioError("model.kv_heads", f"{kv_heads} must divide model.heads={heads}")
-    name = d.get("name", "model")
+    name = d.get("name", _declared_default("model.name"))
     if not isinstance(name, str):
-        raise ScenarioError("model.name", f"must be a string, got {name!r}")
+        raise ScenarioError("model.name", f"must be a string, got {name!r}", WRONG_TYPE)
     moe = _parse_moe(d["moe"], hidden, layers) if d.get("moe") is not None else None
     head_dim = _int(d, "head_dim", path) if d.get("head_dim") is not None else 0
     if head_dim == hidden // heads:
@@ -202,7 +214,7 @@ def _parse_model(doc: Any) -> ModelSpec:
         heads=heads,
         kv_heads=kv_heads,
         ffn_hidden=_int(d, "ffn_hidden", path, default=4 * hidden),
-        gated_ffn=bool(_bool(d, "gated_ffn", path, default=False)),
+        gated_ffn=bool(_bool(d, "gated_ffn", path, default=_declared_default("model.gated_ffn"))),
         vocab=_int(d, "vocab", path),
         seq_len=_int(d, "seq_len", path),
         moe=moe,
@@ -214,25 +226,18 @@ def _parse_training(doc: Any) -> TrainingSpec:
     path = "training"
     d = _mapping(doc, path)
     _check_keys(d, TRAINING_KEYS, TRAINING_REQUIRED, path)
-    zero = d.get("zero", 1)
-    if zero == AUTO:
-        zero_v: int | None = None
-    else:
-        zero_v = _int(d, "zero", path, default=1)
-        if zero_v > 3:
-            raise ScenarioError("training.zero", f"must be 0, 1, 2, 3 or \"auto\", got {zero_v}")
     return TrainingSpec(
         global_batch=_int(d, "global_batch", path),
-        micro_batch=_int(d, "micro_batch", path, default=AUTO, allow_auto=True),
-        precision=str(_choice(d, "precision", path, PRECISIONS, "bf16")),
-        recompute=_choice(d, "recompute", path, RECOMPUTE, AUTO, allow_auto=True),
+        micro_batch=_int(d, "micro_batch", path),
+        precision=str(_choice(d, "precision", path)),
+        recompute=_choice(d, "recompute", path),
         tokens=_number(d, "tokens", path),
-        zero=zero_v,
-        attention=_choice(d, "attention", path, ATTENTION, AUTO, allow_auto=True),
+        zero=_int(d, "zero", path),  # 0-3 (the bound) or "auto"
+        attention=_choice(d, "attention", path),
         dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
-        framework=_choice(d, "framework", path, FRAMEWORKS, AUTO, allow_auto=True),
-        expert_kernel=_choice(d, "expert_kernel", path, EXPERT_KERNELS, AUTO, allow_auto=True),
-        moe_dispatcher=_choice(d, "moe_dispatcher", path, MOE_DISPATCHERS, AUTO, allow_auto=True),
+        framework=_choice(d, "framework", path),
+        expert_kernel=_choice(d, "expert_kernel", path),
+        moe_dispatcher=_choice(d, "moe_dispatcher", path),
     )
 
 
@@ -253,9 +258,9 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
                 vals[key] = None
                 choices.append((key, allowed))
             continue
-        vals[key] = _int(d, key, path, default=1, allow_auto=True)
+        vals[key] = _int(d, key, path)  # default 1, or "auto"
     # dp omitted = derived from gpus; "auto" = searched together with the others
-    vals["dp"] = _int(d, "dp", path, allow_auto=True) if "dp" in d else None
+    vals["dp"] = _int(d, "dp", path) if "dp" in d else None
     return ParallelismSpec(
         tp=vals["tp"], pp=vals["pp"], dp=vals["dp"], cp=vals["cp"], ep=vals["ep"], vpp=vals["vpp"],
         sequence_parallel=_bool(d, "sequence_parallel", path, default=None, allow_auto=True)
@@ -282,11 +287,11 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
     _check_keys(d, CLUSTER_KEYS, CLUSTER_REQUIRED, path)
     gpu = d["gpu"]
     if not isinstance(gpu, str):
-        raise ScenarioError("cluster.gpu", f"must be a catalog key string, got {gpu!r}")
+        raise ScenarioError("cluster.gpu", f"must be a catalog key string, got {gpu!r}", WRONG_TYPE)
     try:
         item = get_item(gpu, "gpu", "cluster.gpu", catalog)
     except CatalogError as exc:
-        raise ScenarioError("cluster.gpu", exc.message) from exc
+        raise ScenarioError("cluster.gpu", exc.message, UNKNOWN_CATALOG_KEY) from exc
     gpus = _int(d, "gpus", path)
     specs = item.get("specs") or {}
     gpn = _int(d, "gpus_per_node", path, default=int(specs.get("default_gpus_per_node", 8)))
@@ -298,21 +303,22 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
     nics = _int(d, "nics_per_node", path, default=gpn)
     nic_gbps = _number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))
-    fabric = str(_choice(d, "fabric", path, FABRICS, "infiniband"))
-    topology = str(_choice(d, "topology", path, TOPOLOGIES, "fat-tree"))
+    fabric = str(_choice(d, "fabric", path))
+    topology = str(_choice(d, "topology", path))
     tiers_given = d.get("tiers") not in (None, AUTO)
     tiers = _int(d, "tiers", path) if tiers_given else 0
-    oversub = _number(d, "oversubscription", path, default=1.0)
+    oversub = _number(d, "oversubscription", path)
     pod_given = d.get("pod_gpus") is not None
     pod = min(_int(d, "pod_gpus", path, default=gpus), gpus)
-    routing = str(_choice(d, "routing", path, ROUTINGS, "adaptive" if fabric == "infiniband" else "ecmp"))
-    qps = _int(d, "qps_per_connection", path, default=DEFAULT_QPS[routing])
+    routing = str(_choice(d, "routing", path, default=field("cluster.routing").default_for({"fabric": fabric})))
+    qps = _int(d, "qps_per_connection", path, default=field("cluster.qps_per_connection").default_for({"routing": routing}))
     return ClusterSpec(
         gpu=gpu, gpus=gpus, gpus_per_node=gpn, nics_per_node=nics, nic_gbps=nic_gbps, fabric=fabric,
         topology=topology, tiers=tiers, oversubscription=oversub, pod_gpus=pod, routing=routing,
         switch=_key(d, "switch", path), nic=_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
         pod_given=pod_given,
-        in_network_reduction=bool(_bool(d, "in_network_reduction", path, default=False)),
+        in_network_reduction=bool(_bool(d, "in_network_reduction", path,
+                                        default=_declared_default("cluster.in_network_reduction"))),
     )
 
 
@@ -326,7 +332,7 @@ def _server(key: str | None, c: ClusterSpec, catalog: Catalog | None) -> str | N
         try:
             item = get_item(key, "server", "costs.server", catalog)
         except CatalogError as exc:
-            raise ScenarioError("costs.server", exc.message) from exc
+            raise ScenarioError("costs.server", exc.message, UNKNOWN_CATALOG_KEY) from exc
         specs = item.get("specs") or {}
         if specs.get("gpu") != c.gpu:
             raise ScenarioError("costs.server", f"server {key} holds {specs.get('gpu')}, not cluster.gpu={c.gpu}")
@@ -364,12 +370,19 @@ def _fabric_settings(costs: Any, c: ClusterSpec, catalog: Catalog | None) -> Fab
         server=server,
         planes=planes,
         nodes_per_rack=_int(d, "nodes_per_rack", "costs", default=npr_default),
-        leaf_placement=str(_choice(d, "leaf_placement", "costs", LEAF_PLACEMENTS, "auto")),
+        leaf_placement=str(_choice(d, "leaf_placement", "costs")),
     )
 
 
 def _with_topology(s: Scenario, catalog: Catalog | None) -> Scenario:
-    topo = build_topology(s, catalog)
+    """The scenario with its fabric sized; a fabric that cannot be built is refused with the code
+    ``unbuildable_fabric`` (errors that already carry a code of their own keep it)."""
+    try:
+        topo = build_topology(s, catalog)
+    except ScenarioError as exc:
+        if exc.code != ScenarioError.default_code:
+            raise
+        raise ScenarioError(exc.field, exc.message, UNBUILDABLE_FABRIC) from exc
     return replace(s, cluster=replace(s.cluster, tiers=topo.tiers), topology=topo)
 
 
@@ -396,7 +409,7 @@ def _calibration_extras(section: Any) -> dict[str, Any]:
     if section is None:
         return {}
     if not isinstance(section, Mapping):
-        raise ScenarioError("calibration", "must be an object (a calibration profile)")
+        raise ScenarioError("calibration", "must be an object (a calibration profile)", WRONG_TYPE)
     check_calibration_section(section)
     return {"calibration": dict(section)}
 
@@ -420,15 +433,15 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
     _check_keys(raw, TOP_KEYS, REQUIRED_TOP, "")
     for key in ("costs", "uncertainty"):
         if raw.get(key) is not None and not isinstance(raw[key], Mapping):
-            raise ScenarioError(key, "must be an object")
+            raise ScenarioError(key, "must be an object", WRONG_TYPE)
     ranges = find_ranges(raw)
     d = likely_scenario(raw, ranges) if ranges else raw
-    name = d.get("name", "")
+    name = d.get("name", _declared_default("name"))
     if not isinstance(name, str):
-        raise ScenarioError("name", f"must be a string, got {name!r}")
-    description = d.get("description", "")
+        raise ScenarioError("name", f"must be a string, got {name!r}", WRONG_TYPE)
+    description = d.get("description", _declared_default("description"))
     if not isinstance(description, str):
-        raise ScenarioError("description", f"must be a string, got {description!r}")
+        raise ScenarioError("description", f"must be a string, got {description!r}", WRONG_TYPE)
     model = _parse_model(d["model"])
     training = _parse_training(d["training"])
     parallelism = _parse_parallelism(d["parallelism"])
@@ -451,7 +464,7 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
         extras={**_calibration_extras(raw.get("calibration")), **_fabric_study_extras(raw.get("fabric_study"))},
     )
     if scenario.parallelism.tp is not None and scenario.cluster.gpus % scenario.parallelism.tp:
-        raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus")
+        raise ScenarioError("parallelism.tp", f"{scenario.parallelism.tp} does not divide cluster.gpus", LAYOUT_CONFLICT)
     check_layout(scenario)
     return _with_topology(scenario, catalog)
 

@@ -15,14 +15,16 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import ScenarioError
+from engine.errors import INVALID, NOT_A_CHOICE, OUT_OF_RANGE, UNKNOWN_KEY, WRONG_TYPE, ScenarioError
 from engine.schema.bounds import MAX_RANGES, check_field, check_number, check_work
+from engine.schema.enums import Distribution
+from engine.schema.fields import RANGED_SECTIONS, field, keys
 from engine.schema.types import Range
 
 RANGE_KEYS = {"low", "likely", "high", "dist"}
-DISTRIBUTIONS = ("triangular", "pert")
-SECTIONS = ("costs", "cluster", "training")
-UNCERTAINTY_KEYS = {"distribution", "samples", "seed", "bins"}
+DISTRIBUTIONS = Distribution.values()
+SECTIONS = RANGED_SECTIONS
+UNCERTAINTY_KEYS = keys("uncertainty")
 
 
 def is_range(value: Any) -> bool:
@@ -33,13 +35,13 @@ def _num(value: Any, field: str) -> float:
     """A range end, checked against the bound of its field (:mod:`.bounds`; ``<field>.low`` has ``<field>``'s)."""
     base, _, end = field.rpartition(".")
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScenarioError(field, f"must be a number, got {value!r}")
+        raise ScenarioError(field, f"must be a number, got {value!r}", WRONG_TYPE)
     try:
         return float(check_field(value, base))  # the error names the ranged field, as for a plain number
     except LookupError:  # a field with no numeric bound: finite is all that can be said
         return check_number(value, field)
     except ScenarioError as exc:
-        raise ScenarioError(base, f"range {end}: {exc.message}") from exc
+        raise ScenarioError(base, f"range {end}: {exc.message}", exc.code) from exc
 
 
 def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: str = "triangular") -> Range:
@@ -48,14 +50,14 @@ def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: s
     high = _num(value["high"], f"{field}.high")
     likely = _num(value["likely"], f"{field}.likely") if "likely" in value else (low + high) / 2.0
     if low > high:
-        raise ScenarioError(field, f"range low {low:g} > high {high:g}")
+        raise ScenarioError(field, f"range low {low:g} > high {high:g}", INVALID)
     if not low <= likely <= high:
-        raise ScenarioError(field, f"likely {likely:g} is outside [{low:g}, {high:g}]")
+        raise ScenarioError(field, f"likely {likely:g} is outside [{low:g}, {high:g}]", INVALID)
     if low < 0:
-        raise ScenarioError(field, f"must be >= 0, got low {low:g}")
+        raise ScenarioError(field, f"must be >= 0, got low {low:g}", OUT_OF_RANGE)
     dist = value.get("dist", default_dist)
     if dist not in DISTRIBUTIONS:
-        raise ScenarioError(f"{field}.dist", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+        raise ScenarioError(f"{field}.dist", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}", NOT_A_CHOICE)
     integer = all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
                   for k in ("low", "high") if k in value) and isinstance(value.get("likely", 0), int)
     return Range(path, low, likely, high, str(dist), integer)
@@ -64,16 +66,18 @@ def parse_range(value: Mapping[str, Any], path: tuple[str, ...], default_dist: s
 def _default_dist(scenario: Mapping[str, Any]) -> str:
     unc = scenario.get("uncertainty") or {}
     if not isinstance(unc, Mapping):
-        raise ScenarioError("uncertainty", "must be an object")
+        raise ScenarioError("uncertainty", "must be an object", WRONG_TYPE)
     for key in unc:
         if key not in UNCERTAINTY_KEYS:
-            raise ScenarioError(f"uncertainty.{key}", f"unknown key; allowed: {', '.join(sorted(UNCERTAINTY_KEYS))}")
+            raise ScenarioError(f"uncertainty.{key}", f"unknown key; allowed: {', '.join(sorted(UNCERTAINTY_KEYS))}",
+                                UNKNOWN_KEY)
     for key in ("samples", "seed", "bins"):
         if key in unc:
             check_field(unc[key], f"uncertainty.{key}")
-    dist = unc.get("distribution", "triangular")
+    dist = unc.get("distribution", field("uncertainty.distribution").default)
     if dist not in DISTRIBUTIONS:
-        raise ScenarioError("uncertainty.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+        raise ScenarioError("uncertainty.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}",
+                            NOT_A_CHOICE)
     return str(dist)
 
 

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.fabric.tables import crossing_share_array
+from engine.schema.enums import DEFAULT_QPS  # queue pairs per routing mode when the scenario does not say
 
 Arr = npt.NDArray[np.float64]
 
@@ -47,10 +48,6 @@ AR_EFF = {"infiniband": 0.97, "roce": 0.95}
 # NCCL channels whose flows leave one NIC for inter-node rings/trees: NCCL opens 2 channels per NIC on
 # rail-optimised 8-NIC HGX nodes (16 channels for 8 NICs, NCCL_MIN_NCHANNELS defaults, nccl-tests logs)
 CHANNELS_PER_NIC = 2.0
-# queue pairs per connection per routing mode (NCCL_IB_QPS_PER_CONNECTION: default 1; Meta's E-ECMP
-# deployment raised it, ecmp-qp uses 4); a scenario's cluster.qps_per_connection overrides it
-DEFAULT_QPS = {"ecmp": 1.0, "ecmp-qp": 4.0, "adaptive": 1.0, "pinned": 1.0}
-ROUTINGS = tuple(DEFAULT_QPS)
 # RoCE v2 transport relative to InfiniBand (hardware.PROTOCOL_EFF's reasoning): per 4096-byte MTU packet
 # 82 B of Ethernet/IPv4/UDP/BTH/ICRC framing incl. preamble and gap vs 26 B on IB (-1.4%), and DCQCN
 # congestion control runs ECMP fabrics about 4% below line rate to keep switch queues short (vendor tuning

@@ -21,7 +21,7 @@ import numpy as np
 from engine.budget import checkpoint
 from engine.catalog import Catalog, get_item
 from engine.document.parse import parse_scenario
-from engine.errors import ScenarioError
+from engine.errors import NOT_A_CHOICE, ScenarioError
 from engine.flowsim import traffic as tr
 from engine.flowsim.network import (
     TIERS,
@@ -37,11 +37,11 @@ from engine.flowsim.network import (
 from engine.flowsim.paths import net_incidence
 from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS, Layout, place_nodes, rank_gpus
 from engine.flowsim.rates import link_load, max_min_rates
-from engine.schema.types import DEFAULT_QPS, ROUTINGS, Scenario
+from engine.schema.bounds import check_field
+from engine.schema.enums import DEFAULT_QPS, Routing
+from engine.schema.types import Scenario
 
 FLOWSIM_VERSION = "1.0"
-MAX_SEEDS = 1000
-MAX_QPS = 64
 MAX_CHANNELS = 64
 HIST_BINS = 20
 _SAMPLE_PER_SEED = 50_000
@@ -94,6 +94,11 @@ def _layout(s: Scenario, ranks: int, net: Network, needs_layout: bool) -> tuple[
         raise ScenarioError("ranks", f"{ranks} ranks do not fit the scenario's layout tp={tp} cp={cp} pp={pp} "
                                      f"ep={ep} (tp*cp*pp must divide ranks and ep divide dp*cp)")
     return Layout(1, 1, ranks, 1, 1), False
+
+
+def _plain(value: Any) -> Any:
+    """A numpy integer as a Python int (the bounds check takes JSON's types); anything else as it is."""
+    return int(value) if isinstance(value, np.integer) else value
 
 
 def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
@@ -187,12 +192,13 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
     topo = s.topo
     c = s.cluster
     routing = c.routing if routing is None else routing
-    if routing not in ROUTINGS:
-        raise ScenarioError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+    if routing not in Routing.values():
+        raise ScenarioError("routing", f"must be one of {', '.join(Routing.values())}, got {routing!r}", NOT_A_CHOICE)
     if qps is None:
         qps = c.qps_per_connection if routing == c.routing else DEFAULT_QPS.get(routing, 1)
-    qps = _check_int(qps, "qps", 1, MAX_QPS)
-    seeds = _check_int(seeds, "seeds", 1, MAX_SEEDS)
+    # one bound each (engine.schema.bounds): QPs are a cluster.qps_per_connection, seeds a study's seeds
+    qps = int(check_field(_plain(qps), "qps", like="cluster.qps_per_connection"))
+    seeds = int(check_field(_plain(seeds), "seeds", like="fabric_study.seeds"))
     if placement not in JOB_PLACEMENTS:
         raise ScenarioError("placement", f"must be one of {', '.join(JOB_PLACEMENTS)}, got {placement!r}")
     fragmentation = _check_fraction(fragmentation, "fragmentation", 0.95)

@@ -29,17 +29,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.errors import ScenarioError
+from engine.errors import OUT_OF_RANGE, WORK_LIMIT, WRONG_TYPE, ScenarioError
 
 Kind = Literal["int", "float"]
 
 
 class BoundError(ScenarioError):
-    """A number of the wrong type, not finite, or outside its physical bound."""
+    """A number of the wrong type (code ``wrong_type``), not finite, or outside its physical bound
+    (``out_of_range``)."""
+
+    default_code = OUT_OF_RANGE
 
 
 class WorkLimitError(ScenarioError):
     """The inputs would enumerate more work (layouts, samples, runs) than the budget allows."""
+
+    default_code = WORK_LIMIT
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,12 @@ class Bound:
     def describe(self) -> str:
         """``"an integer between 1 and 1,048,576 (larger than any announced cluster)"``."""
         return _span(self.kind, self.lo, self.hi, self.lo_open, self.reason)
+
+    def range_text(self) -> str:
+        """The interval alone, for tables: ``1-1,048,576``, or ``> 0, <= 1e+16`` when the lower end is open."""
+        if self.lo_open:
+            return f"> {_fmt(self.lo)}, <= {_fmt(self.hi)}"
+        return f"{_fmt(self.lo)}-{_fmt(self.hi)}"
 
 
 def _fmt(x: float) -> str:
@@ -96,6 +107,11 @@ MAX_UNIT_PRICE_USD = 1e9  # per catalog item; the most expensive unit (an NVL72 
 MAX_SEED = (1 << 31) - 1  # numpy accepts larger seeds, but 31 bits keep seeds portable (JSON, SQL int)
 MAX_MONTE_CARLO_SAMPLES = 100_000  # P10/P50/P90 converge to <1% far below this; ~1 s of vectorized pricing
 MAX_TOP_K = 50  # alternatives returned by a layout search
+MAX_STUDY_SEEDS = 1000  # seeds of one flow-level simulation: its P10/P50/P90 converge far below this
+MAX_RUN_SEEDS = 100  # seeds of one fabric-study run: it must finish inside the worker's soft time limit
+# queue pairs per NCCL connection: a scenario's cluster.qps_per_connection, a fabric study's variants (run
+# params.qps, the flow simulator's qps) and a pinned study's rows are the same quantity with one bound
+QPS_BOUND = _int_bound(1, 128, "NCCL_IB_QPS_PER_CONNECTION accepts at most 128")
 
 BOUNDS: dict[str, Bound] = {
     # ---- model
@@ -134,7 +150,7 @@ BOUNDS: dict[str, Bound] = {
     "cluster.oversubscription": _float_bound(1.0, MAX_OVERSUBSCRIPTION,
                                              "1.0 = non-blocking; a 64-port switch cannot exceed 63:1"),
     "cluster.pod_gpus": _int_bound(1, MAX_GPUS, "at most cluster.gpus"),
-    "cluster.qps_per_connection": _int_bound(1, 128, "NCCL_IB_QPS_PER_CONNECTION accepts at most 128"),
+    "cluster.qps_per_connection": QPS_BOUND,
     # ---- costs (may also be {low, likely, high} ranges: each end has the same bound)
     "costs.usd_per_kwh": _float_bound(0.0, 10.0, "~20x the dearest retail electricity, ~0.5 USD/kWh"),
     "costs.pue": _float_bound(1.0, 5.0, "PUE >= 1 by definition; the worst surveyed sites are ~2.5"),
@@ -169,13 +185,15 @@ BOUNDS: dict[str, Bound] = {
     "params.monte_carlo": _int_bound(0, MAX_MONTE_CARLO_SAMPLES, "percentiles converge far below this"),
     "params.seed": _int_bound(0, MAX_SEED, "31-bit seeds stay portable"),
     "params.top_k": _int_bound(1, MAX_TOP_K, "alternatives a person can compare"),
+    "params.qps": QPS_BOUND,
+    "params.seeds": _int_bound(1, MAX_RUN_SEEDS, "a fabric-study run must finish inside the worker's time limit"),
     # ---- a pinned fabric study (engine.fabric.pinned_study, issue #13)
     "fabric_study.run": _int_bound(1, 2**63 - 1, "a database id"),
     "fabric_study.gpus": _int_bound(1, MAX_GPUS, "the cluster bound"),
     "fabric_study.ranks": _int_bound(1, MAX_GPUS, "the cluster bound"),
-    "fabric_study.seeds": _int_bound(1, 10_000, "a study runs at most 100 seeds per run"),
+    "fabric_study.seeds": _int_bound(1, MAX_STUDY_SEEDS, "P10/P50/P90 over seeds converge far below this"),
     "fabric_study.oversubscription": _float_bound(1.0, MAX_OVERSUBSCRIPTION, "as cluster.oversubscription"),
-    "fabric_study.qps": _int_bound(1, 128, "NCCL_IB_QPS_PER_CONNECTION accepts at most 128"),
+    "fabric_study.qps": QPS_BOUND,
     "fabric_study.efficiency": _float_bound(0.0, 1.0, "achieved over ideal completion time, in (0, 1]",
                                             lo_open=True),
 }
@@ -252,12 +270,12 @@ def check_int(value: Any, field: str, lo: float | None = None, hi: float | None 
     """
     lo, hi, _, reason = _limits(field, lo, hi, False)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BoundError(field, f"must be an integer, got {_type_name(value)} {_show(value)}")
+        raise BoundError(field, f"must be an integer, got {_type_name(value)} {_show(value)}", WRONG_TYPE)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise BoundError(field, f"must be a finite integer, got {value}")
         if not value.is_integer():
-            raise BoundError(field, f"must be an integer, got {value:g}")
+            raise BoundError(field, f"must be an integer, got {value:g}", WRONG_TYPE)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise BoundError(field, f"must be {_span('int', lo, hi, False, reason)}, got {_show(value)}")
     return int(value)
@@ -271,7 +289,7 @@ def check_number(value: Any, field: str, lo: float | None = None, hi: float | No
     """
     lo, hi, open_, reason = _limits(field, lo, hi, lo_open)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BoundError(field, f"must be a number, got {_type_name(value)} {_show(value)}")
+        raise BoundError(field, f"must be a number, got {_type_name(value)} {_show(value)}", WRONG_TYPE)
     if isinstance(value, float) and not math.isfinite(value):
         raise BoundError(field, f"must be a finite number, got {value}")
     # compared before float(): an int such as 10**400 would overflow the conversion
@@ -284,8 +302,17 @@ def check_number(value: Any, field: str, lo: float | None = None, hi: float | No
         raise BoundError(field, f"must be a finite number, got {_show(value)}") from None
 
 
-def check_field(value: Any, field: str) -> int | float:
-    """Check ``value`` against the table's type and bound for ``field`` (a dotted path)."""
+def check_field(value: Any, field: str, like: str | None = None) -> int | float:
+    """Check ``value`` against the table's type and bound for ``field`` (a dotted path).
+
+    ``like``: the table field whose bound applies when ``field`` is the same quantity under another name (the
+    flow simulator's ``qps`` is a ``cluster.qps_per_connection``); the error still names ``field``.
+    """
+    if like is not None and like != field:
+        try:
+            return check_field(value, like)
+        except BoundError as exc:
+            raise BoundError(field, exc.message, exc.code) from None
     bound = bound_for(field)
     if bound is None:
         raise LookupError(f"no bound is declared for {field!r}; add it to engine.schema.bounds.BOUNDS")

@@ -1,9 +1,9 @@
 """The scenario's types, enums and defaults, defined once.
 
-The parser (:mod:`engine.document.parse`, which re-exports every name here) is the only code that builds
-these objects from a document; every other engine module (fabric sizing, topology, performance, cost) reads the
-frozen :class:`Scenario` it returns and imports its enums from here. This module imports nothing of the engine's
-but the error base, so any module may import it without an import circle.
+The parser (:mod:`engine.document.parse`) is the only code that builds these objects from a document; every
+other engine module (fabric sizing, topology, performance, cost) reads the frozen :class:`Scenario` it returns.
+The document's fields (keys, defaults, enums, bounds) are declared in :mod:`.fields` and :mod:`.enums`; the
+writer :func:`scenario_to_dict` derives from that declaration.
 """
 
 from __future__ import annotations
@@ -16,46 +16,23 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.errors import ScenarioError
+from engine.schema.enums import Fabric, LeafPlacement, Routing, TopologyKind
+from engine.schema.fields import (
+    ALWAYS,
+    AUTO,
+    AUTO_OR_VALUE,
+    CUSTOM,
+    IF_GIVEN,
+    IF_NOT_DEFAULT,
+    IF_SET,
+    section_fields,
+)
 
-AUTO = "auto"
-
-PRECISIONS = ("bf16", "fp8")
-RECOMPUTE = ("none", "selective", "full")
-# attention kernel: "flash" (fused, scores never in HBM) or "unfused" (scores materialised: Megatron-LM
-# 2021-22 scale-mask-softmax + dropout); "auto" = the GPU family's default (hardware.FAMILY_ATTENTION)
-ATTENTION = ("flash", "unfused")
-# routed-expert (grouped) GEMM kernels of MoE layers: "warp-mma" = Ampere-class warp-level MMA kernels
-# (CUTLASS 2.x grouped GEMM as in the grouped_gemm package Megatron-Core used, cuBLAS 12.5 grouped APIs),
-# "native" = the generation's own tensor-core instructions (Hopper wgmma: CUTLASS 3.x SM90 grouped GEMM,
-# DeepGEMM, Transformer Engine per-expert cuBLASLt GEMMs); "auto" = the family default for the precision
-# (hardware.FAMILY_EXPERT_KERNEL)
-EXPERT_KERNELS = ("warp-mma", "native")
-# MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): "alltoall" = tokens go only to the EP ranks
-# that hold their experts (all-to-all over EP, then a gather of the routed copies over TP: what NeMo /
-# Megatron-Bridge MoE recipes, DeepSpeed-MoE, HAI-LLM and MegaScale-MoE run); "allgather" = every rank
-# gathers all tokens of its TP x EP group (one copy each), keeps those routed to its local experts and
-# reduce-scatters the outputs back: Megatron-Core's own default, TransformerConfig.moe_token_dispatcher_type
-# = 'allgather' from 2024 (arguments.py of commit f1f03922, Oct 2024) to 2026, which its docs advise
-# replacing by 'alltoall' with expert parallelism); "auto" = the named framework's default
-# (frameworks.Profile.moe_dispatcher: allgather for megatron-core), else alltoall, what tuned MoE recipes set
-MOE_DISPATCHERS = ("alltoall", "allgather")
-# training framework whose overlap defaults the performance model applies ("auto" = None: the model's default)
-FRAMEWORKS = ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2")
-FABRICS = ("infiniband", "roce")
-TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
-# Routing of traffic that leaves a leaf switch:
-#   ecmp     - static per-flow hashing, one queue pair (QP) per NCCL connection (NCCL's default)
-#   ecmp-qp  - static hashing with several QPs per connection (NCCL_IB_QPS_PER_CONNECTION; Meta's "E-ECMP")
-#   adaptive - per-packet / flowlet adaptive routing in the switch (InfiniBand AR, Spectrum-X Ethernet)
-#   pinned   - static, centrally computed routes (subnet-manager / SDN path pinning), no hashing collisions
-# Which a switch supports is in its catalog entry (``specs.routing``); the model's efficiency per mode is
-# net-B's engine.fabric.routing.
-ROUTINGS = ("ecmp", "ecmp-qp", "adaptive", "pinned")
-# Queue pairs per NCCL connection when cluster.qps_per_connection is not given: NCCL's default is 1; Meta's
-# Llama 3 RoCE clusters used 4 ("E-ECMP", Gangidi et al., SIGCOMM 2024) and so does ecmp-qp here.
-DEFAULT_QPS = {"ecmp": 1, "ecmp-qp": 4, "adaptive": 1, "pinned": 1}
-# Where the leaf switch sits: "rack" (copper to the NICs), "row" (optics), "auto" (rack when it can)
-LEAF_PLACEMENTS = ("auto", "rack", "row")
+# The value tuples of the enums (engine.schema.enums), for the modules that test membership.
+FABRICS = Fabric.values()
+TOPOLOGIES = TopologyKind.values()
+ROUTINGS = Routing.values()
+LEAF_PLACEMENTS = LeafPlacement.values()
 
 
 FloatLike = float | npt.NDArray[np.float64]
@@ -175,9 +152,9 @@ class TrainingSpec:
     # hidden dropout (stores a 1-byte mask per element after attention and FFN): None = auto, i.e. off for
     # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
     dropout: bool | None = None
-    framework: str | None = None  # one of FRAMEWORKS; None = auto
-    expert_kernel: str | None = None  # one of EXPERT_KERNELS; None = auto (family and precision default)
-    moe_dispatcher: str | None = None  # one of MOE_DISPATCHERS; None = auto (frameworks.moe_dispatcher)
+    framework: str | None = None  # a Framework value; None = auto
+    expert_kernel: str | None = None  # an ExpertKernel value; None = auto (family and precision default)
+    moe_dispatcher: str | None = None  # a MoeDispatcher value; None = auto (frameworks.moe_dispatcher)
 
 
 @dataclass(frozen=True)
@@ -239,7 +216,7 @@ class FabricSettings:
     server: str | None  # catalog key of the server (rack-scale systems: one "node" = one NVLink domain)
     planes: int | None  # multi-plane only; None = nics_per_node
     nodes_per_rack: int
-    leaf_placement: str  # one of LEAF_PLACEMENTS
+    leaf_placement: str  # a LeafPlacement value
 
 
 @dataclass(frozen=True)
@@ -266,78 +243,45 @@ class Scenario:
         return self.topology
 
 
-def _auto(v: Any) -> Any:
-    return AUTO if v is None else v
+def _section(spec: Any, section: str) -> dict[str, Any]:
+    """The declared keys of ``section`` as the canonical document writes them (each field's ``write``)."""
+    out: dict[str, Any] = {}
+    for f in section_fields(section):
+        if f.write == CUSTOM:
+            continue
+        value = getattr(spec, f.key)
+        if f.write == ALWAYS:
+            out[f.key] = value
+        elif f.write == AUTO_OR_VALUE:
+            out[f.key] = AUTO if value is None else value
+        elif (f.write == IF_SET and value != f.unset) or (f.write == IF_GIVEN and getattr(spec, f.given)) or (f.write == IF_NOT_DEFAULT and value != f.default_for({f.default_by: getattr(spec, f.default_by)})):
+            out[f.key] = value
+    return out
+
+
+def _parallelism(p: ParallelismSpec) -> Any:
+    """``"auto"`` when every degree is searched, else the degrees (a searched one as ``"auto"`` or its list)."""
+    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel)):
+        return AUTO
+    par = _section(p, "parallelism")
+    for key, values in p.choices:
+        par[key] = list(values)
+    return par
 
 
 def scenario_to_dict(s: Scenario) -> dict[str, Any]:
-    """The canonical document for ``s`` (defaults filled in; auto settings as ``"auto"``)."""
-    m = s.model
-    model: dict[str, Any] = {
-        "name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
-        "ffn_hidden": m.ffn_hidden, "gated_ffn": m.gated_ffn, "vocab": m.vocab, "seq_len": m.seq_len,
-    }
-    if m.head_dim:  # only when it differs from hidden/heads, so older documents keep their canonical form
-        model["head_dim"] = m.head_dim
-    if m.moe is not None:
-        model["moe"] = {
-            "experts": m.moe.experts, "top_k": m.moe.top_k, "expert_ffn_hidden": m.moe.expert_ffn_hidden,
-            "shared_experts": m.moe.shared_experts, "dense_layers": m.moe.dense_layers,
-            "dense_ffn_hidden": m.moe.dense_ffn_hidden,
-        }
-    t = s.training
-    p = s.parallelism
-    c = s.cluster
-    par: Any
-    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel)):
-        par = AUTO
-    else:
-        par = {
-            "tp": _auto(p.tp), "pp": _auto(p.pp), "cp": _auto(p.cp), "ep": _auto(p.ep), "vpp": _auto(p.vpp),
-            "sequence_parallel": _auto(p.sequence_parallel),
-        }
-        for key, values in p.choices:
-            par[key] = list(values)
-        if p.dp is not None:
-            par["dp"] = p.dp
-    cluster: dict[str, Any] = {
-        "gpu": c.gpu, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
-        "nic_gbps": c.nic_gbps, "fabric": c.fabric, "topology": c.topology, "tiers": c.tiers,
-        "oversubscription": c.oversubscription, "routing": c.routing,
-    }
-    if c.pod_given:  # a default pod (the whole cluster) is not written: writing it would change its meaning
-        cluster["pod_gpus"] = c.pod_gpus
-    if c.in_network_reduction:
-        cluster["in_network_reduction"] = True
-    if c.qps_per_connection != DEFAULT_QPS[c.routing]:
-        cluster["qps_per_connection"] = c.qps_per_connection
-    if c.switch is not None:
-        cluster["switch"] = c.switch
-    if c.nic is not None:
-        cluster["nic"] = c.nic
+    """The canonical document for ``s`` (defaults filled in; auto settings as ``"auto"``; optional settings that
+    were left out stay out), written from the declaration (:mod:`.fields`)."""
+    model = _section(s.model, "model")
+    if s.model.moe is not None:
+        model["moe"] = _section(s.model.moe, "model.moe")
     out: dict[str, Any] = {
         "model": model,
-        "training": {
-            "global_batch": t.global_batch, "micro_batch": _auto(t.micro_batch), "precision": t.precision,
-            "recompute": _auto(t.recompute), "tokens": t.tokens, "zero": _auto(t.zero),
-        },
-        "parallelism": par,
-        "cluster": cluster,
+        "training": _section(s.training, "training"),
+        "parallelism": _parallelism(s.parallelism),
+        "cluster": _section(s.cluster, "cluster"),
+        **_section(s, ""),  # name, description
     }
-    if t.attention is not None:
-        out["training"]["attention"] = t.attention
-    if t.dropout is not None:
-        out["training"]["dropout"] = t.dropout
-    if t.framework is not None:
-        out["training"]["framework"] = t.framework
-    if t.expert_kernel is not None:
-        out["training"]["expert_kernel"] = t.expert_kernel
-    if t.moe_dispatcher is not None:
-        out["training"]["moe_dispatcher"] = t.moe_dispatcher
-    if s.name:
-        out["name"] = s.name
-    if s.description:
-        out["description"] = s.description
     if s.costs is not None:
         out["costs"] = s.costs
     if s.uncertainty is not None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
+from engine.schema.bounds import bound_for
+from engine.schema.enums import Fabric, TopologyKind
+from engine.schema.fields import BY_PATH, field_schema, json_schema
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.models import (
     CATALOG_KINDS,
@@ -19,6 +21,7 @@ from planning.models import (
     Scenario,
     Workload,
 )
+from planning.services.fleets import FLEET_BOUNDS  # fleet field -> the document field whose bound it shares
 
 
 class TeamSlugMixin(serializers.Serializer):
@@ -114,6 +117,31 @@ class CsvImportSerializer(serializers.Serializer):
 
 
 # --- fleets, workloads, scenarios ----------------------------------------------------------------------
+# The document sections are JSON validated by the engine's one parser (through the services); their OpenAPI
+# schema, choices and help come from the engine's one declaration of the document (engine.schema.fields).
+def _help(path: str) -> str:
+    """The declared help of a document field, with its bound (``fleet.server_count``: the bound alone)."""
+    declared = BY_PATH.get(path)
+    bound = bound_for(path)
+    words = [declared.help] if declared is not None else []
+    if bound is not None:
+        words.append(f"{bound.describe()[0].upper()}{bound.describe()[1:]}")
+    if declared is not None and declared.choices is not None:
+        words.append("; ".join(f"{v}: {label}" for v, label in declared.choices.CHOICES))
+    return ". ".join(words)
+
+
+def _section_field(section: str, *, partial: bool = False) -> type[serializers.JSONField]:
+    """A JSON field whose OpenAPI schema is the declared section (validation: the engine's parser)."""
+
+    @extend_schema_field(json_schema(section, partial=partial))
+    class SectionField(serializers.JSONField):
+        pass
+
+    SectionField.__name__ = f"{section.title()}SectionField"
+    return SectionField
+
+
 @extend_schema_serializer(
     examples=[
         OpenApiExample(
@@ -127,6 +155,12 @@ class CsvImportSerializer(serializers.Serializer):
 )
 class FleetSerializer(TeamSlugMixin, serializers.ModelSerializer):
     gpus = serializers.IntegerField(read_only=True)
+    # a fleet stands for a cluster section: its choices and help are the document's (engine.schema); the
+    # service checks the numbers against the same bounds (planning.services.fleets)
+    fabric = serializers.ChoiceField(choices=Fabric.choices(), required=False,
+                                     help_text=_help("cluster.fabric"))
+    topology = serializers.ChoiceField(choices=TopologyKind.choices(), required=False,
+                                       help_text=_help("cluster.topology"))
 
     class Meta:
         model = Fleet
@@ -134,9 +168,10 @@ class FleetSerializer(TeamSlugMixin, serializers.ModelSerializer):
                   "nic_gbps", "fabric", "topology", "oversubscription", "in_service_date", "notes", "gpus",
                   "created_at", "updated_at")
         read_only_fields = ("created_at", "updated_at")
+        extra_kwargs = {name: {"help_text": _help(path)} for name, path in FLEET_BOUNDS.items()}
 
 
-@extend_schema_field(OpenApiTypes.ANY)
+@extend_schema_field(field_schema("parallelism"))
 class ParallelismField(serializers.JSONField):
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
@@ -146,9 +181,9 @@ class ParallelismField(serializers.JSONField):
 
 
 class WorkloadSerializer(TeamSlugMixin, serializers.ModelSerializer):
-    model = serializers.JSONField()
-    training = serializers.JSONField()
-    parallelism = ParallelismField(required=False)
+    model = _section_field("model")()
+    training = _section_field("training")()
+    parallelism = ParallelismField(required=False, help_text=_help("parallelism"))
 
     class Meta:
         model = Workload
@@ -176,9 +211,10 @@ class ScenarioSerializer(TeamSlugMixin, serializers.ModelSerializer):
         queryset=CatalogVersion.objects.all(), required=False,
         allow_null=True, help_text="NULL = follow the catalog's latest version.",
     )
-    cluster = serializers.JSONField(required=False)
-    costs = serializers.JSONField(required=False)
-    uncertainty = serializers.JSONField(required=False)
+    cluster = _section_field("cluster", partial=True)(
+        required=False, help_text="The cluster, or the overrides of the fleet's (docs/scenario-format.md)")
+    costs = _section_field("costs")(required=False)
+    uncertainty = _section_field("uncertainty")(required=False)
     calibration_fleet = ScopedPrimaryKeyRelatedField(
         queryset=Fleet.objects.all(), required=False, allow_null=True,
         help_text="Borrow this fleet's calibration profile (hardware the team has not measured); the results say so.",

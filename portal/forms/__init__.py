@@ -9,10 +9,8 @@ from portal.forms.common import (
     FABRIC_CHOICES,
     FLEET_CLUSTER_FIELDS,
     LINK_SPEEDS,
-    SCALABLE_UNIT_NODES,
     TOPOLOGY_CHOICES,
     FieldErrorMixin,
-    default_pod_gpus,
 )
 from portal.forms.fleets import FleetForm
 from portal.forms.sweeps import SweepForm
@@ -22,11 +20,9 @@ __all__ = [
     "FABRIC_CHOICES",
     "FLEET_CLUSTER_FIELDS",
     "LINK_SPEEDS",
-    "SCALABLE_UNIT_NODES",
     "TOPOLOGY_CHOICES",
     "FieldErrorMixin",
     "FleetForm",
     "ScenarioBuilderForm",
     "SweepForm",
-    "default_pod_gpus",
 ]

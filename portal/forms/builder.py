@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 
+from engine.schema.enums import Fabric
+from engine.schema.fields import AUTO, DEFAULT_ROUTING, field
 from planning.services import gpu_server_item
 from portal.forms.builder_sections import (
     MOE_FIELDS,
@@ -30,14 +32,16 @@ from portal.forms.common import (
     RANGE_INPUTS,
     RECOMPUTE_CHOICES,
     ROUTING_CHOICES,
-    SCALABLE_UNIT_NODES,
     TOPOLOGY_CHOICES,
     FieldErrorMixin,
     _catalog_choices,
     _range_value,
-    default_pod_gpus,
+    int_input,
+    number_input,
 )
 from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
+
+_DEFAULT_DISTRIBUTION = field("uncertainty.distribution").default
 
 
 class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
@@ -45,87 +49,96 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     watched = forms.BooleanField(required=False, label="Watch: re-evaluate when prices or the engine change")
 
-    # workload
+    # workload (limits, choices and help: the engine's declaration of each document field, via common)
     preset = forms.ChoiceField(choices=preset_choices, initial=DEFAULT_PRESET, label="Workload")
     model_name = forms.CharField(max_length=120, label="Model name")
-    layers = forms.IntegerField(min_value=1)
-    hidden = forms.IntegerField(min_value=1, label="Hidden size")
-    heads = forms.IntegerField(min_value=1, label="Attention heads")
-    kv_heads = forms.IntegerField(min_value=1, label="KV heads")
-    ffn_hidden = forms.IntegerField(min_value=1, label="FFN hidden")
+    layers = int_input("model.layers")
+    hidden = int_input("model.hidden", label="Hidden size")
+    heads = int_input("model.heads", label="Attention heads")
+    kv_heads = int_input("model.kv_heads", label="KV heads")
+    ffn_hidden = int_input("model.ffn_hidden", label="FFN hidden")
     gated_ffn = forms.BooleanField(required=False, label="Gated FFN (SwiGLU)")
-    vocab = forms.IntegerField(min_value=1, label="Vocabulary")
-    seq_len = forms.IntegerField(min_value=1, label="Sequence length")
+    vocab = int_input("model.vocab", label="Vocabulary")
+    seq_len = int_input("model.seq_len", label="Sequence length")
     # mixture of experts (all empty = a dense model)
-    moe_experts = forms.IntegerField(min_value=1, required=False, label="Routed experts",
-                                     help_text="Per MoE layer; empty = a dense model")
-    moe_top_k = forms.IntegerField(min_value=1, required=False, label="Experts per token (top-k)")
-    moe_expert_ffn = forms.IntegerField(min_value=1, required=False, label="Expert FFN hidden")
-    moe_shared_experts = forms.IntegerField(min_value=0, required=False, label="Shared experts")
-    moe_dense_layers = forms.IntegerField(min_value=0, required=False, label="Dense layers first")
-    moe_dense_ffn = forms.IntegerField(min_value=1, required=False, label="Dense-layer FFN hidden",
-                                       help_text="Empty = the FFN hidden above")
-    global_batch = forms.IntegerField(min_value=1, label="Global batch (sequences)")
-    tokens_b = forms.FloatField(min_value=0.001, label="Training tokens (billions)")
-    precision = forms.ChoiceField(choices=PRECISION_CHOICES, initial="bf16")
-    recompute = forms.ChoiceField(choices=RECOMPUTE_CHOICES, initial="auto", label="Activation recompute")
-    framework = forms.ChoiceField(choices=FRAMEWORK_CHOICES, initial="auto", required=False,
+    moe_experts = int_input("model.moe.experts", required=False, label="Routed experts",
+                            help_text="Per MoE layer; empty = a dense model")
+    moe_top_k = int_input("model.moe.top_k", required=False, label="Experts per token (top-k)")
+    moe_expert_ffn = int_input("model.moe.expert_ffn_hidden", required=False, label="Expert FFN hidden")
+    moe_shared_experts = int_input("model.moe.shared_experts", required=False, label="Shared experts")
+    moe_dense_layers = int_input("model.moe.dense_layers", required=False, label="Dense layers first")
+    moe_dense_ffn = int_input("model.moe.dense_ffn_hidden", required=False, label="Dense-layer FFN hidden",
+                              help_text="Empty = the FFN hidden above")
+    global_batch = int_input("training.global_batch", label="Global batch (sequences)")
+    tokens_b = number_input("training.tokens", scale=1e9, label="Training tokens (billions)")
+    precision = forms.ChoiceField(choices=PRECISION_CHOICES, initial=field("training.precision").default,
+                                  help_text=field("training.precision").help)
+    recompute = forms.ChoiceField(choices=RECOMPUTE_CHOICES, initial=AUTO, label="Activation recompute",
+                                  help_text=field("training.recompute").help)
+    framework = forms.ChoiceField(choices=FRAMEWORK_CHOICES, initial=AUTO, required=False,
                                   label="Training framework",
                                   help_text="Which communication it overlaps, from its documented defaults")
-    moe_dispatcher = forms.ChoiceField(choices=DISPATCHER_CHOICES, initial="auto", required=False,
+    moe_dispatcher = forms.ChoiceField(choices=DISPATCHER_CHOICES, initial=AUTO, required=False,
                                        label="MoE token dispatcher",
                                        help_text="Default: the framework's (Megatron-Core all-gather), else all-to-all")
     par_mode = forms.ChoiceField(choices=PAR_MODE_CHOICES, initial="auto", label="Parallelism",
                                  widget=forms.RadioSelect)
-    tp = forms.IntegerField(min_value=1, required=False, label="Tensor parallel (TP)")
-    pp = forms.IntegerField(min_value=1, required=False, label="Pipeline parallel (PP)")
-    cp = forms.IntegerField(min_value=1, required=False, label="Context parallel (CP)")
-    ep = forms.IntegerField(min_value=1, required=False, label="Expert parallel (EP)")
+    tp = int_input("parallelism.tp", required=False, label="Tensor parallel (TP)")
+    pp = int_input("parallelism.pp", required=False, label="Pipeline parallel (PP)")
+    cp = int_input("parallelism.cp", required=False, label="Context parallel (CP)")
+    ep = int_input("parallelism.ep", required=False, label="Expert parallel (EP)")
 
     # cluster
     fleet = forms.ChoiceField(required=False, label="Cluster",
                               help_text="An existing fleet supplies the cluster; or describe an ad-hoc one.")
     gpu = forms.ChoiceField(label="GPU generation")
-    gpus = forms.IntegerField(min_value=1, initial=1024, label="Cluster size (GPUs)")
-    gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
-    nics_per_node = forms.IntegerField(min_value=1, required=False, label="Scale-out NICs per server",
-                                       help_text="Empty = one per GPU")
+    gpus = int_input("cluster.gpus", initial=1024, label="Cluster size (GPUs)")
+    gpus_per_node = int_input("cluster.gpus_per_node", initial=8, label="GPUs per server")
+    nics_per_node = int_input("cluster.nics_per_node", required=False, label="Scale-out NICs per server",
+                              help_text="Empty = one per GPU")
     nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed",
                                       widget=forms.RadioSelect)
-    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband", widget=forms.RadioSelect)
+    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial=field("cluster.fabric").default,
+                               widget=forms.RadioSelect)
     routing = forms.ChoiceField(choices=ROUTING_CHOICES, initial="", required=False, label="Routing",
-                                help_text="Fabric default: adaptive on InfiniBand, ECMP on Ethernet")
-    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")  # the engine's default
-    oversubscription = forms.FloatField(min_value=1.0, initial=1.0, label="Oversubscription (down:up)",
-                                        help_text="1.0 = non-blocking")
-    pod_gpus = forms.IntegerField(
-        min_value=1, required=False, label="Non-blocking pod (GPUs)",
-        help_text=f"GPUs under the oversubscribed tier, at full bandwidth among themselves: only traffic leaving "
-                  f"the pod is slowed. Empty = one scalable unit ({SCALABLE_UNIT_NODES} servers).")
+                                help_text=f"{field('cluster.routing').help}. Fabric default: "
+                                          + ", ".join(f"{r} on {Fabric.label(f)}" for f, r in DEFAULT_ROUTING.items()))
+    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial=field("cluster.topology").default)
+    oversubscription = number_input("cluster.oversubscription", initial=field("cluster.oversubscription").default,
+                                    label="Oversubscription (down:up)", help_text="1.0 = non-blocking")
+    pod_gpus = int_input(
+        "cluster.pod_gpus", required=False, label="Non-blocking pod (GPUs)",
+        help_text="GPUs under the oversubscribed tier, at full bandwidth among themselves: only traffic leaving "
+                  "the pod is slowed. Empty = the fabric as built (the engine's default).")
 
     # cost assumptions (passed through to the TCO model as the scenario's "costs")
-    usd_per_kwh = forms.FloatField(min_value=0, initial=0.08, label="Electricity ($/kWh)")
-    pue = forms.FloatField(min_value=1.0, initial=1.3, label="PUE")
-    depreciation_years = forms.FloatField(min_value=0.1, initial=5, label="Depreciation (years)")
-    avg_utilization = forms.FloatField(min_value=0.01, max_value=1.0, initial=0.8, label="Average utilization",
-                                       help_text="Share of the year the cluster is busy (0–1)")
+    usd_per_kwh = number_input("costs.usd_per_kwh", initial=0.08, label="Electricity ($/kWh)")
+    pue = number_input("costs.pue", initial=1.3, label="PUE")
+    depreciation_years = number_input("costs.depreciation_years", initial=5, label="Depreciation (years)")
+    avg_utilization = number_input("costs.avg_utilization", initial=0.8, label="Average utilization",
+                                   help_text="Share of the year the cluster is busy (0–1)")
 
-    failure_rate_scale = forms.FloatField(min_value=0, initial=1.0, required=False, label="Failure rate (× Llama 3)",
-                                          help_text="Interruptions relative to the Llama 3 405B run (1 = same rates)")
+    failure_rate_scale = number_input("costs.goodput.failure_rate_scale", initial=1.0, required=False,
+                                      label="Failure rate (× Llama 3)",
+                                      help_text="Interruptions relative to the Llama 3 405B run (1 = same rates)")
 
     # uncertainty: optional low/high around the likely value -> ranges in "costs" (Monte Carlo P10/P50/P90)
-    usd_per_kwh_low = forms.FloatField(min_value=0, required=False, label="Electricity low ($/kWh)")
-    usd_per_kwh_high = forms.FloatField(min_value=0, required=False, label="Electricity high ($/kWh)")
-    pue_low = forms.FloatField(min_value=1.0, required=False, label="PUE low")
-    pue_high = forms.FloatField(min_value=1.0, required=False, label="PUE high")
+    usd_per_kwh_low = number_input("costs.usd_per_kwh", required=False, label="Electricity low ($/kWh)",
+                                   help_text="")
+    usd_per_kwh_high = number_input("costs.usd_per_kwh", required=False, label="Electricity high ($/kWh)",
+                                    help_text="")
+    pue_low = number_input("costs.pue", required=False, label="PUE low", help_text="")
+    pue_high = number_input("costs.pue", required=False, label="PUE high", help_text="")
     server_price_low_pct = forms.FloatField(min_value=-90, max_value=0, required=False,
                                             label="Server price low (% vs list)", help_text="e.g. −10")
     server_price_high_pct = forms.FloatField(min_value=0, max_value=500, required=False,
                                              label="Server price high (% vs list)", help_text="e.g. 25")
-    failure_rate_scale_low = forms.FloatField(min_value=0, required=False, label="Failure rate low (× Llama 3)")
-    failure_rate_scale_high = forms.FloatField(min_value=0, required=False, label="Failure rate high (× Llama 3)")
-    distribution = forms.ChoiceField(choices=DISTRIBUTION_CHOICES, initial="triangular", required=False,
-                                     label="Distribution")
+    failure_rate_scale_low = number_input("costs.goodput.failure_rate_scale", required=False,
+                                          label="Failure rate low (× Llama 3)", help_text="")
+    failure_rate_scale_high = number_input("costs.goodput.failure_rate_scale", required=False,
+                                           label="Failure rate high (× Llama 3)", help_text="")
+    distribution = forms.ChoiceField(choices=DISTRIBUTION_CHOICES, initial=_DEFAULT_DISTRIBUTION,
+                                     required=False, label="Distribution")
 
     PATHS = {
         "name": "name", "description": "description",
@@ -208,8 +221,6 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         for f in self.fields.values():
             if isinstance(f.widget, forms.NumberInput):
                 f.widget.attrs.setdefault("step", "any")
-        self.fields["pod_gpus"].widget.attrs["placeholder"] = str(
-            default_pod_gpus(self._cluster_value("gpus"), self._cluster_value("gpus_per_node")) or "")
 
     # --- fleet / cluster -----------------------------------------------------------------------------
     def selected_fleet(self) -> Any:
@@ -241,12 +252,12 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         return any(values.get(n) not in (None, "", 0, 0.0) for n in names) or any(n in self.errors for n in names)
 
     def pod_gpus_value(self) -> int | None:
-        """``cluster.pod_gpus`` to write: only when the fabric is oversubscribed (else it changes nothing)."""
-        oversub = self._cluster_value("oversubscription") or 1.0
-        if oversub <= 1.0:
+        """``cluster.pod_gpus`` as given: the form adds no default of its own (an empty pod is the engine's,
+        whatever the API would get); the input shows only while the fabric is oversubscribed, so a value left in
+        it at 1:1 (where a pod changes nothing) is not written."""
+        if (self._cluster_value("oversubscription") or 1.0) <= 1.0:
             return None
-        given = self.cleaned_data.get("pod_gpus") if hasattr(self, "cleaned_data") else None
-        return given or default_pod_gpus(self._cluster_value("gpus"), self._cluster_value("gpus_per_node"))
+        return self.cleaned_data.get("pod_gpus") if hasattr(self, "cleaned_data") else None
 
     def server_item(self) -> Mapping[str, Any] | None:
         """The catalog server the cost model prices this cluster's GPU with."""
@@ -381,8 +392,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
 
     def uncertainty_doc(self) -> dict[str, Any]:
         unc = dict(self.base_uncertainty)
-        dist = self.cleaned_data.get("distribution") or "triangular"
-        if dist == "triangular":
+        dist = self.cleaned_data.get("distribution") or _DEFAULT_DISTRIBUTION
+        if dist == _DEFAULT_DISTRIBUTION:
             unc.pop("distribution", None)
         else:
             unc["distribution"] = dist
@@ -426,11 +437,13 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             "ffn_hidden": m.get("ffn_hidden"), "gated_ffn": m.get("gated_ffn", False), "vocab": m.get("vocab"),
             "seq_len": m.get("seq_len"), "global_batch": t.get("global_batch"),
             "tokens_b": _tidy(float(t["tokens"]) / 1e9) if isinstance(t.get("tokens"), int | float) else None,
-            "precision": t.get("precision", "bf16"), "recompute": t.get("recompute", "auto"),
+            "precision": t.get("precision", field("training.precision").default),
+            "recompute": t.get("recompute", field("training.recompute").default),
             "gpu": c.get("gpu"), "gpus": c.get("gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
-            "nic_gbps": int(c.get("nic_gbps", 400)), "fabric": c.get("fabric", "infiniband"),
-            "topology": c.get("topology", "fat-tree"), "oversubscription": c.get("oversubscription", 1.0),
-            "distribution": unc.get("distribution", "triangular") if isinstance(unc, Mapping) else "triangular",
+            "nic_gbps": int(c.get("nic_gbps", 400)), "fabric": c.get("fabric", field("cluster.fabric").default),
+            "topology": c.get("topology", field("cluster.topology").default),
+            "oversubscription": c.get("oversubscription", field("cluster.oversubscription").default),
+            "distribution": (unc if isinstance(unc, Mapping) else {}).get("distribution", _DEFAULT_DISTRIBUTION),
         }
         oversub = c.get("oversubscription", 1.0)
         if isinstance(oversub, int | float) and oversub > 1 and isinstance(c.get("pod_gpus"), int):

@@ -1,4 +1,5 @@
-"""Shared pieces of the portal forms: choices (values are the engine's enums), field-error mapping."""
+"""Shared pieces of the portal forms: choices and limits (from the engine's one declaration of the scenario
+document: engine.schema.fields, .enums, .bounds), field-error mapping."""
 
 from __future__ import annotations
 
@@ -7,33 +8,36 @@ from typing import Any
 
 from django import forms
 
-from engine.schema.types import FABRICS, FRAMEWORKS, MOE_DISPATCHERS, ROUTINGS, TOPOLOGIES
+from engine.schema.bounds import bound_for
+from engine.schema.enums import (
+    Distribution,
+    Fabric,
+    Framework,
+    MoeDispatcher,
+    Precision,
+    Recompute,
+    Routing,
+    TopologyKind,
+)
+from engine.schema.fields import AUTO, BY_PATH
 
 LINK_SPEEDS = [(200, "200G"), (400, "400G"), (800, "800G")]
-# The values are the engine's enums (one definition, engine.document.parse); only the labels live here.
-FABRIC_LABELS = {"infiniband": "InfiniBand", "roce": "Ethernet (RoCE)"}
-FABRIC_CHOICES = [(f, FABRIC_LABELS.get(f, f)) for f in FABRICS]
-TOPOLOGY_LABELS = {"fat-tree": "Fat-tree", "rail-optimized": "Rail-optimized", "multi-plane": "Multi-plane"}
-TOPOLOGY_CHOICES = [(t, TOPOLOGY_LABELS.get(t, t)) for t in TOPOLOGIES]
-ROUTING_LABELS = {"ecmp": "ECMP (static hash, one QP per connection)", "ecmp-qp": "ECMP with more QPs per connection",
-                  "adaptive": "Adaptive routing (IB AR, Spectrum-X)", "pinned": "Pinned routes"}
+# Values and labels are the engine's enums (one definition each, engine.schema.enums); only the "auto" / empty
+# options' wording is the form's.
+FABRIC_CHOICES = Fabric.choices()
+TOPOLOGY_CHOICES = TopologyKind.choices()
 #: "" = the fabric's default (adaptive on InfiniBand, ECMP on RoCE), i.e. no cluster.routing written
-ROUTING_CHOICES = [("", "Fabric default")] + [(r, ROUTING_LABELS.get(r, r)) for r in ROUTINGS]
-FRAMEWORK_LABELS = {"megatron-core": "Megatron-Core", "nemo": "NeMo", "deepspeed": "DeepSpeed", "fsdp": "PyTorch FSDP",
-                    "fsdp2": "PyTorch FSDP2"}
-FRAMEWORK_CHOICES = [("auto", "Auto (by layout)")] + [(f, FRAMEWORK_LABELS.get(f, f)) for f in FRAMEWORKS]
-DISPATCHER_LABELS = {"alltoall": "All-to-all", "allgather": "All-gather over TP × EP"}
-DISPATCHER_CHOICES = [("auto", "Default")] + [(d, DISPATCHER_LABELS.get(d, d)) for d in MOE_DISPATCHERS]
-PRECISION_CHOICES = [("bf16", "BF16"), ("fp8", "FP8")]
-RECOMPUTE_CHOICES = [("auto", "Auto"), ("none", "None"), ("selective", "Selective"), ("full", "Full")]
+ROUTING_CHOICES = [("", "Fabric default"), *Routing.choices()]
+FRAMEWORK_CHOICES = [(AUTO, "Auto (by layout)"), *Framework.choices()]
+DISPATCHER_CHOICES = [(AUTO, "Default"), *MoeDispatcher.choices()]
+PRECISION_CHOICES = Precision.choices()
+RECOMPUTE_CHOICES = [(AUTO, "Auto"), *Recompute.choices()]
 COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
 PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set the degrees")]
-DISTRIBUTION_CHOICES = [("triangular", "Triangular"), ("pert", "PERT (weights the likely value more)")]
+DISTRIBUTION_CHOICES = Distribution.choices()
 #: cluster fields a fleet supplies (shown read-only when a fleet is picked)
 FLEET_CLUSTER_FIELDS = ("gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology",
                         "oversubscription")
-#: servers in one scalable unit: the default non-blocking pod when the fabric is oversubscribed
-SCALABLE_UNIT_NODES = 32
 #: (form field, costs path, likely when the scenario has no value) of the ranged cost inputs
 RANGE_INPUTS = (
     ("usd_per_kwh", ("usd_per_kwh",), None),
@@ -42,11 +46,36 @@ RANGE_INPUTS = (
 )
 
 
-def default_pod_gpus(gpus: int | None, gpus_per_node: int | None) -> int | None:
-    """One scalable unit (32 servers), capped at the cluster size."""
-    if not gpus or not gpus_per_node:
-        return None
-    return min(int(gpus), SCALABLE_UNIT_NODES * int(gpus_per_node))
+def limits(path: str, scale: float = 1.0) -> dict[str, Any]:
+    """``min_value`` / ``max_value`` of a number input for the field ``path``, from the one bounds
+    table (in the input's unit: the document's value / ``scale``). An open lower end (``> 0``) sets no minimum:
+    the engine refuses it, naming the field."""
+    bound = bound_for(path)
+    if bound is None:
+        return {}
+    out: dict[str, Any] = {"max_value": bound.hi / scale}
+    if not bound.lo_open:
+        out["min_value"] = bound.lo / scale
+    return out
+
+
+def _help(path: str) -> str:
+    declared = BY_PATH.get(path)
+    return declared.help if declared is not None else ""
+
+
+def int_input(path: str, **kwargs: Any) -> forms.IntegerField:
+    """An integer input for the field ``path``: its bound (and, for a document field, its help) from the engine."""
+    kwargs.setdefault("help_text", _help(path))
+    kwargs.update({k: int(v) for k, v in limits(path).items()})
+    return forms.IntegerField(**kwargs)
+
+
+def number_input(path: str, scale: float = 1.0, **kwargs: Any) -> forms.FloatField:
+    """A number input for the field ``path`` (``scale``: document units per input unit)."""
+    kwargs.setdefault("help_text", _help(path))
+    kwargs.update(limits(path, scale))
+    return forms.FloatField(**kwargs)
 
 
 def _range_value(value: Any) -> tuple[float | None, float | None, float | None]:

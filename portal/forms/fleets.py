@@ -7,12 +7,15 @@ from typing import Any
 
 from django import forms
 
+from engine.schema.fields import field
 from portal.forms.common import (
     FABRIC_CHOICES,
     LINK_SPEEDS,
     TOPOLOGY_CHOICES,
     FieldErrorMixin,
     _catalog_choices,
+    int_input,
+    number_input,
 )
 
 
@@ -20,13 +23,14 @@ class FleetForm(FieldErrorMixin, forms.Form):
     name = forms.CharField(max_length=120)
     site = forms.CharField(max_length=120, required=False)
     server_model = forms.ChoiceField(label="Server model")
-    server_count = forms.IntegerField(min_value=1, label="Servers")
-    gpus_per_node = forms.IntegerField(min_value=1, initial=8, label="GPUs per server")
-    nics_per_node = forms.IntegerField(min_value=1, initial=8, label="NICs per server")
+    # a fleet becomes a cluster section: its numbers share the scenario's bounds (planning.services.fleets)
+    server_count = int_input("fleet.server_count", label="Servers")
+    gpus_per_node = int_input("cluster.gpus_per_node", initial=8, label="GPUs per server")
+    nics_per_node = int_input("cluster.nics_per_node", initial=8, label="NICs per server")
     nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed")
-    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial="infiniband")
-    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial="fat-tree")
-    oversubscription = forms.FloatField(min_value=1.0, initial=1.0)
+    fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial=field("cluster.fabric").default)
+    topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial=field("cluster.topology").default)
+    oversubscription = number_input("cluster.oversubscription", initial=field("cluster.oversubscription").default)
     in_service_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
                                       label="In service from")
     notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))

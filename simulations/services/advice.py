@@ -2,6 +2,10 @@
 
 Thin wrapper over :mod:`engine.performance.advice` (the rules live there); used by the run page, the
 builder's live estimate and the API's run error, so every surface offers the same way out.
+
+Whether an error is that dead end is decided from the error's machine code (``no_layout``,
+:mod:`engine.errors`) and its field, never from the wording of its message; a stored run keeps only the field
+(``parallelism``), and the engine itself then says whether the GPU count has a layout.
 """
 
 from __future__ import annotations
@@ -9,15 +13,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import ScenarioError
+from engine.errors import INVALID, NO_LAYOUT, ScenarioError
 from engine.performance.advice import nearest_workable_gpus
 from simulations.models import RunStatus, SimulationRun
 
+#: the field a dead-end layout error names (the whole layout, not one degree)
+LAYOUT_FIELD = "parallelism"
+#: Deprecated: the dead end's wording, for the one caller outside this module that still reads message text
+#: (portal/views/scenarios.py, the builder's live estimate); use :func:`is_dead_end_error` there instead.
 LAYOUT_DEAD_END = "no layout satisfies"
 
 
-def is_layout_dead_end(*, error: str, field: str = "") -> bool:
-    return LAYOUT_DEAD_END in (error or "").lower() and (not field or field.startswith("parallelism"))
+def is_layout_dead_end(*, field: str = "", code: str = "", error: str = "") -> bool:
+    """Whether an error may be the dead end "no layout can use these GPUs": its code says so, or (an error without
+    a code of its own, a stored run) it names the whole layout. ``error`` (the message) is not read."""
+    del error  # kept in the signature for callers that pass it; the decision never reads the wording
+    if code and code != INVALID:
+        return code == NO_LAYOUT
+    return field == LAYOUT_FIELD
+
+
+def is_dead_end_error(exc: BaseException) -> bool:
+    """:func:`is_layout_dead_end` of an exception (an engine :class:`ScenarioError` carries field and code)."""
+    return is_layout_dead_end(field=str(getattr(exc, "field", "") or ""), code=str(getattr(exc, "code", "") or ""))
 
 
 def gpu_count_advice(*, document: Mapping[str, Any], catalog: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -31,7 +49,7 @@ def gpu_count_advice(*, document: Mapping[str, Any], catalog: Mapping[str, Any] 
 
 def run_advice(*, run: SimulationRun) -> dict[str, Any] | None:
     """For a run that failed because no layout can use its GPUs: why, and the nearest counts that work."""
-    if run.status != RunStatus.FAILED or not is_layout_dead_end(error=run.error, field=run.error_field):
+    if run.status != RunStatus.FAILED or not is_layout_dead_end(field=run.error_field):
         return None
     snap = run.input_snapshot or {}
     document = snap.get("document")

@@ -29,7 +29,9 @@ def test_pod_field_rendered_with_default_and_help(client: Any, make_user: Any, c
     html = client.get(reverse("scenario-new")).content.decode()
     assert 'name="pod_gpus"' in html and "Non-blocking pod (GPUs)" in html
     assert 'id="pod-field"' in html and "is-collapsed" in html  # hidden while non-blocking (1:1)
-    assert "oversubscribed tier" in html and 'placeholder="256"' in html  # 32 servers x 8 of 1024 GPUs
+    assert "oversubscribed tier" in html and "the engine&#x27;s default" in html
+    # issue #21: the portal writes no pod of its own (it used to suggest 32 servers): empty is the engine's default
+    assert 'name="pod_gpus" placeholder' not in html
 
 
 def test_live_estimate_reacts_to_oversubscription_and_pod(client: Any, make_user: Any, catalog: Any) -> None:
@@ -39,7 +41,7 @@ def test_live_estimate_reacts_to_oversubscription_and_pod(client: Any, make_user
     # to 256 builds the same fabric and must give the same figures (checked at the end).
     BIG_FT = {**BIG, "topology": "fat-tree"}
     flat = _estimate(client, {**BIG_FT, "oversubscription": 1.0})
-    # oversubscribed with the default pod (one scalable unit = 256 GPUs): traffic leaving the pod slows down
+    # oversubscribed with the engine's default pod (the leaf is oversubscribed): traffic leaving it slows down
     oversub = _estimate(client, {**BIG_FT, "oversubscription": 4.0, "pod_gpus": ""})
     small_pod = _estimate(client, {**BIG_FT, "oversubscription": 4.0, "pod_gpus": 64})
     assert oversub["mfu"] != flat["mfu"] and small_pod["mfu"] != oversub["mfu"]
@@ -63,7 +65,8 @@ def test_pod_saved_only_when_oversubscribed(client: Any, make_user: Any, catalog
     assert "pod_gpus" not in Scenario.objects.get(name="flat").cluster  # 1:1: the pod changes nothing
     r = client.post(reverse("scenario-new"), {**BIG, "name": "default pod", "oversubscription": 4})
     assert r.status_code == 302
-    assert Scenario.objects.get(name="default pod").cluster["pod_gpus"] == 256
+    # no pod given: none written, the engine's default applies (as for the same cluster posted to the API)
+    assert "pod_gpus" not in Scenario.objects.get(name="default pod").cluster
     r = client.post(reverse("scenario-new"), {**BIG, "name": "pod", "oversubscription": 4, "pod_gpus": 128})
     s = Scenario.objects.get(name="pod")
     assert s.cluster["pod_gpus"] == 128 and s.cluster["oversubscription"] == 4
@@ -183,7 +186,8 @@ def test_fleet_picker_builds_on_the_fleet(client: Any, make_user: Any, team: Any
     # edit: the fleet is selected and its cluster values are shown read-only
     html = client.get(reverse("scenario-edit", args=[s.pk])).content.decode()
     assert f'<option value="{fleet.pk}" selected>' in html and 'class="from-fleet"' in html
-    assert '<input type="number" name="gpus" value="1024" min="1" step="any" disabled id="id_gpus">' in html
+    assert ('<input type="number" name="gpus" value="1024" min="1" max="1048576" step="any" disabled '
+            'aria-describedby="id_gpus_helptext" id="id_gpus">') in html
     assert '<input type="radio" name="fabric" value="roce" id="id_fabric_1" disabled checked>' in html
     assert '<select name="gpu" disabled id="id_gpu">' in html and "edit the fleet" in html
     # posted cluster values are ignored while a fleet supplies the cluster

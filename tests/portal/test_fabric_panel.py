@@ -32,7 +32,7 @@ def test_run_page_shows_the_fabric_of_the_result(client: Any, make_user: Any, te
     assert 'id="fabric-panel"' in html
     summary = re.search(r'id="fabric-summary">([^<]*)<', html).group(1)  # type: ignore[union-attr]
     assert f"{fabric['tiers']}-tier fat-tree" in summary and "InfiniBand" in summary
-    assert "adaptive routing" in summary and "shipped flow-simulation tables" in summary
+    assert "Adaptive routing" in summary and "shipped flow-simulation tables" in summary  # the Routing enum's label
     rows = _tiers(html)
     assert len(rows) == fabric["tiers"]
     names = ("leaf", "spine", "core")

@@ -49,3 +49,25 @@ def test_tco_sweep_records_best_step_time_mfu_and_time_to_train(world: Any, fake
     assert best["mfu"]["overrides"] == {"cluster.nic_gbps": 800}  # higher is better for MFU
     assert best["time_to_train_days"]["value"] == fastest["metrics"]["time_to_train_days"]
     assert best["tco.usd_per_million_tokens"]["overrides"] == {"cluster.nic_gbps": 800}
+
+
+def test_every_step_time_breakdown_key_of_the_engine_has_one_label() -> None:
+    """One label registry for the step-time breakdown: the portal used to show the raw key ``stragglers``."""
+    from engine.performance.model import BREAKDOWN_KEYS
+    from simulations import metrics
+
+    labelled = [key for key, _ in metrics.BREAKDOWN]
+    assert set(BREAKDOWN_KEYS) <= set(labelled), set(BREAKDOWN_KEYS) - set(labelled)
+    assert len(labelled) == len(set(labelled))
+    for key in BREAKDOWN_KEYS:
+        assert metrics.breakdown_label(key) != key, key
+    assert metrics.breakdown_label("stragglers") == "Stragglers"
+
+
+def test_the_portal_step_bars_use_the_registry_labels() -> None:
+    from engine.performance.model import BREAKDOWN_KEYS
+    from portal import charts
+    from simulations import metrics
+
+    est = charts.estimate({"breakdown_s": dict.fromkeys(BREAKDOWN_KEYS, 1.0)})
+    assert [s["label"] for s in est["segments"]] == [metrics.breakdown_label(k) for k in BREAKDOWN_KEYS]

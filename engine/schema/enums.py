@@ -1,0 +1,165 @@
+"""Every enumerated value of the scenario document, defined once, with the label people read.
+
+One class per enum, NetBox ``ChoiceSet`` style: the class attributes are the stored values (the strings in
+documents and in the database: never change one), ``CHOICES`` pairs each value with its label. The parser
+(:mod:`engine.document.parse`) accepts exactly :meth:`ChoiceSet.values`; the API, the portal's forms,
+templates, charts and panels show :meth:`ChoiceSet.label`; docs/scenario-format.md lists both.
+
+Pure Python; imports nothing of the engine.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ChoiceSet:
+    """A set of (value, label) choices; subclasses set the values as attributes and list them in ``CHOICES``."""
+
+    CHOICES: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The stored values, in order."""
+        return tuple(value for value, _ in cls.CHOICES)
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """``[(value, label), ...]`` for a form's or serializer's choices."""
+        return list(cls.CHOICES)
+
+    @classmethod
+    def label(cls, value: object) -> str:
+        """The label of ``value``; an unknown value is shown as it is (an empty one as ``""``)."""
+        return dict(cls.CHOICES).get(str(value), "" if value is None else str(value))
+
+
+class Fabric(ChoiceSet):
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    CHOICES = ((INFINIBAND, "InfiniBand"), (ROCE, "Ethernet (RoCE)"))
+
+
+class TopologyKind(ChoiceSet):
+    """The cluster's ``topology`` (the built one is :class:`engine.schema.types.Topology`)."""
+
+    FAT_TREE = "fat-tree"
+    RAIL_OPTIMIZED = "rail-optimized"
+    MULTI_PLANE = "multi-plane"
+    CHOICES = ((FAT_TREE, "Fat-tree"), (RAIL_OPTIMIZED, "Rail-optimized"), (MULTI_PLANE, "Multi-plane"))
+
+
+class Routing(ChoiceSet):
+    """How traffic that leaves a leaf switch picks its uplink (which a switch supports: its ``specs.routing``).
+
+    ``ecmp``: static per-flow hashing, one queue pair (QP) per NCCL connection (NCCL's default); ``ecmp-qp``:
+    hashing with several QPs per connection (NCCL_IB_QPS_PER_CONNECTION; Meta's "E-ECMP"); ``adaptive``:
+    per-packet / flowlet adaptive routing in the switch (InfiniBand AR, Spectrum-X Ethernet); ``pinned``: static,
+    centrally computed routes (subnet-manager / SDN path pinning). The model's efficiency per mode is
+    :mod:`engine.fabric.routing`.
+    """
+
+    ECMP = "ecmp"
+    ECMP_QP = "ecmp-qp"
+    ADAPTIVE = "adaptive"
+    PINNED = "pinned"
+    CHOICES = (
+        (ECMP, "ECMP (static hash, one QP per connection)"),
+        (ECMP_QP, "ECMP with more QPs per connection"),
+        (ADAPTIVE, "Adaptive routing (IB AR, Spectrum-X)"),
+        (PINNED, "Pinned routes"),
+    )
+
+
+# Queue pairs per NCCL connection when cluster.qps_per_connection is not given: NCCL's default is 1; Meta's
+# Llama 3 RoCE clusters used 4 ("E-ECMP", Gangidi et al., SIGCOMM 2024) and so does ecmp-qp here.
+DEFAULT_QPS: dict[str, int] = {Routing.ECMP: 1, Routing.ECMP_QP: 4, Routing.ADAPTIVE: 1, Routing.PINNED: 1}
+
+
+class Framework(ChoiceSet):
+    """The training framework whose documented overlap defaults the performance model applies."""
+
+    MEGATRON_CORE = "megatron-core"
+    NEMO = "nemo"
+    DEEPSPEED = "deepspeed"
+    FSDP = "fsdp"
+    FSDP2 = "fsdp2"
+    CHOICES = ((MEGATRON_CORE, "Megatron-Core"), (NEMO, "NeMo"), (DEEPSPEED, "DeepSpeed"), (FSDP, "PyTorch FSDP"),
+               (FSDP2, "PyTorch FSDP2"))
+
+
+class Precision(ChoiceSet):
+    BF16 = "bf16"
+    FP8 = "fp8"
+    CHOICES = ((BF16, "BF16"), (FP8, "FP8"))
+
+
+class Attention(ChoiceSet):
+    """Attention kernel: fused (scores never in HBM) or unfused (scores materialised: Megatron-LM 2021-22
+    scale-mask-softmax + dropout); "auto" is the GPU family's default (hardware.FAMILY_ATTENTION)."""
+
+    FLASH = "flash"
+    UNFUSED = "unfused"
+    CHOICES = ((FLASH, "Flash (fused)"), (UNFUSED, "Unfused (scores in HBM)"))
+
+
+class Recompute(ChoiceSet):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+    CHOICES = ((NONE, "None"), (SELECTIVE, "Selective"), (FULL, "Full"))
+
+
+class MoeDispatcher(ChoiceSet):
+    """MoE token dispatcher (Megatron-Core ``--moe-token-dispatcher-type``): ``alltoall`` sends tokens only to
+    the EP ranks that hold their experts (NeMo / Megatron-Bridge MoE recipes, DeepSpeed-MoE, MegaScale-MoE);
+    ``allgather`` gathers all tokens of the TP x EP group on every rank (Megatron-Core's own default from 2024);
+    "auto" is the named framework's default, else alltoall."""
+
+    ALLTOALL = "alltoall"
+    ALLGATHER = "allgather"
+    CHOICES = ((ALLTOALL, "All-to-all"), (ALLGATHER, "All-gather over TP × EP"))
+
+
+class ExpertKernel(ChoiceSet):
+    """Routed-expert (grouped) GEMM kernels of MoE layers: ``warp-mma`` = Ampere-class warp-level MMA kernels
+    (CUTLASS 2.x grouped GEMM, cuBLAS 12.5 grouped APIs); ``native`` = the generation's own tensor-core
+    instructions (Hopper wgmma: CUTLASS 3.x SM90 grouped GEMM, DeepGEMM, Transformer Engine); "auto" = the
+    family default for the precision (hardware.FAMILY_EXPERT_KERNEL)."""
+
+    WARP_MMA = "warp-mma"
+    NATIVE = "native"
+    CHOICES = ((WARP_MMA, "Warp-level MMA (Ampere-class)"), (NATIVE, "Native tensor-core instructions"))
+
+
+class LeafPlacement(ChoiceSet):
+    """Where the leaf switch sits: in the rack (copper to the NICs), at the end of the row (optics), or auto
+    (in the rack when it can)."""
+
+    AUTO = "auto"
+    RACK = "rack"
+    ROW = "row"
+    CHOICES = ((AUTO, "Auto (in the rack when it can)"), (RACK, "In the rack (copper)"), (ROW, "End of row (optics)"))
+
+
+class FacilityMode(ChoiceSet):
+    COLOCATION = "colocation"
+    OWNED = "owned"
+    CHOICES = ((COLOCATION, "Colocation (per kW-month)"), (OWNED, "Owned (construction capex)"))
+
+
+class Distribution(ChoiceSet):
+    """How a ``{low, likely, high}`` range is sampled by the Monte Carlo."""
+
+    TRIANGULAR = "triangular"
+    PERT = "pert"
+    CHOICES = ((TRIANGULAR, "Triangular"), (PERT, "PERT (weights the likely value more)"))
+
+
+#: every choice set by the short name templates and reports use (``{{ value|choice_label:"fabric" }}``)
+CHOICE_SETS: dict[str, type[ChoiceSet]] = {
+    "fabric": Fabric, "topology": TopologyKind, "routing": Routing, "framework": Framework,
+    "precision": Precision, "attention": Attention, "recompute": Recompute, "moe_dispatcher": MoeDispatcher,
+    "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
+    "distribution": Distribution,
+}
