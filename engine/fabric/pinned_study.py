@@ -38,13 +38,12 @@ from typing import Any
 
 from engine.errors import ScenarioError
 from engine.schema.bounds import BOUNDS, check_int, check_number
+from engine.schema.enums import Fabric, Routing
 
 SECTION = "fabric_study"
 KEYS = {"run", "name", "fabric", "topology", "gpus", "oversubscription", "traffic", "placement", "ranks", "seeds",
         "shares"}
 SHARE_KEYS = {"label", "routing", "qps", "p10", "p50", "p90"}
-FABRIC_KINDS = ("infiniband", "roce")
-ROUTING_MODES = ("ecmp", "ecmp-qp", "adaptive", "pinned")
 MAX_SHARES = 8  # a study has at most 8 variants (flowsim.study.MAX_VARIANTS)
 MAX_TRAFFIC = 4
 SHIPPED = "shipped fabric tables (engine/fabric/data/fabric_tables.json)"
@@ -87,7 +86,7 @@ def _share(item: Any, i: int) -> dict[str, Any]:
     for key in ("routing", "p50"):
         if key not in item:
             raise ScenarioError(f"{path}.{key}", "is required")
-    out: dict[str, Any] = {"routing": _choice(item["routing"], f"{path}.routing", ROUTING_MODES),
+    out: dict[str, Any] = {"routing": _choice(item["routing"], f"{path}.routing", Routing.values()),
                            "qps": _int(item.get("qps", 1), "qps", f"{path}.qps")}
     if item.get("label") is not None:
         out["label"] = _text(item["label"], f"{path}.label", 60)
@@ -109,7 +108,7 @@ def check_fabric_study(section: Any) -> dict[str, Any]:
     for key in ("fabric", "shares"):
         if key not in section:
             raise ScenarioError(f"{SECTION}.{key}", "is required")
-    out: dict[str, Any] = {"fabric": _choice(section["fabric"], f"{SECTION}.fabric", FABRIC_KINDS)}
+    out: dict[str, Any] = {"fabric": _choice(section["fabric"], f"{SECTION}.fabric", Fabric.values())}
     if section.get("run") is not None:
         out["run"] = _int(section["run"], "run", f"{SECTION}.run")
     if section.get("name") is not None:

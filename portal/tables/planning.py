@@ -8,6 +8,7 @@ from typing import Any
 import django_tables2 as tables
 from django.utils.html import format_html
 
+from engine.schema.enums import Fabric
 from portal.charts import cluster_summary
 from portal.tables.base import (
     ACTIONS_HEADER,
@@ -20,8 +21,6 @@ from portal.tables.base import (
     cell,
 )
 from simulations.services.capacity_plans import plan_runs
-
-FABRIC_LABELS = {"roce": "Ethernet (RoCE)", "infiniband": "InfiniBand"}
 
 
 class ScenarioTable(PortalTable):
@@ -85,7 +84,7 @@ class FleetTable(PortalTable):
         return f"{record.nics_per_node} × {record.nic_gbps}G"
 
     def render_fabric(self, value: str) -> str:
-        return FABRIC_LABELS.get(value, value)
+        return Fabric.label(value)
 
     def render_oversubscription(self, value: Any) -> str:
         return f"{value}:1"

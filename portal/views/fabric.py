@@ -17,14 +17,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
+from engine.schema.enums import Routing
 from planning.models import Scenario
+from portal.forms.common import int_input
 from portal.tables import FabricRunTable
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import services as sim_services
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus
 from simulations.services.fabric import (
     JOB_PLACEMENTS,
-    ROUTINGS,
     TIERS,
     TRAFFIC,
     scenario_pin_fabric_study,
@@ -40,7 +41,7 @@ TRAFFIC_LABELS = {
 ROUTING_MODES = (
     ("compare", "Compare: single-QP ECMP, 8 QPs, adaptive"),
     ("scenario", "The scenario's own routing"),
-    *((r, r) for r in ROUTINGS),
+    *Routing.choices(),
 )
 STUDIES_PER_PAGE = 20
 TIER_LABELS = {"nvlink": "NVLink", "nic": "NIC ↔ leaf", "leaf-spine": "Leaf ↔ spine", "spine-core": "Spine ↔ core"}
@@ -50,15 +51,15 @@ class FabricStudyForm(forms.Form):
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.none(), empty_label=None)
     traffic = forms.ChoiceField(choices=[(t, TRAFFIC_LABELS.get(t, t)) for t in TRAFFIC], initial="ring-allreduce")
     routing = forms.ChoiceField(choices=ROUTING_MODES, initial="compare")
-    qps = forms.IntegerField(required=False, min_value=1, max_value=64, label="Queue pairs per connection",
-                             help_text="Only with one routing mode.")
+    qps = int_input("params.qps", required=False, label="Queue pairs per connection",
+                    help_text="Only with one routing mode.")
     ranks = forms.IntegerField(required=False, min_value=1, label="Job size (GPUs)", help_text="Empty: all GPUs.")
     placement = forms.ChoiceField(choices=[(p, p) for p in JOB_PLACEMENTS], initial="packed")
     fragmentation = forms.FloatField(required=False, min_value=0.0, max_value=0.95, initial=0.5,
                                      help_text="Fraction of nodes already taken (fragmented placement).")
     background = forms.FloatField(required=False, min_value=0.0, max_value=1.0, initial=0.0,
                                   help_text="Fraction of the other nodes running other jobs' traffic.")
-    seeds = forms.IntegerField(min_value=1, max_value=sim_services.fabric.MAX_RUN_SEEDS, initial=20)
+    seeds = int_input("params.seeds", initial=20)
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

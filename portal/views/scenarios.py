@@ -137,11 +137,13 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
     form.fields["name"].required = False  # an estimate needs no name
     ctx: dict[str, Any] = {"errors": [], "estimate": None}
     parsed = _validate_document(form, values) if form.is_valid() else None
+    dead_end = False
     if parsed is not None:
         try:  # the document validation parsed: the estimate runs on that
             result = sim_services.preview(document=parsed, catalog=values)
             ctx["estimate"] = charts.estimate(result)
         except Exception as exc:  # engine/validation errors show in the panel, not as a 500
+            dead_end = advice_services.is_dead_end_error(exc)
             if not isinstance(exc, ValueError | ValidationError | DjangoValidationError):
                 logger.exception("preview failed")
             ctx["errors"] = [f"{k}: {' '.join(map(str, v))}" if k != "detail" else " ".join(map(str, v))
@@ -150,7 +152,7 @@ def scenario_preview(request: HttpRequest) -> HttpResponse:
         for name, errs in form.errors.items():
             label = form.fields[name].label if name in form.fields else ""
             ctx["errors"] += [f"{label}: {e}" if label else str(e) for e in errs]
-    if any(advice_services.LAYOUT_DEAD_END in str(e).lower() for e in ctx["errors"]) and hasattr(form, "cleaned_data"):
+    if dead_end and hasattr(form, "cleaned_data"):
         try:
             ctx["advice"] = advice_services.gpu_count_advice(document=form.document(), catalog=values)
         except (KeyError, TypeError, ValueError):

@@ -19,9 +19,6 @@ from simulations.models import RunStatus, SimulationRun
 
 #: the field a dead-end layout error names (the whole layout, not one degree)
 LAYOUT_FIELD = "parallelism"
-#: Deprecated: the dead end's wording, for the one caller outside this module that still reads message text
-#: (portal/views/scenarios.py, the builder's live estimate); use :func:`is_dead_end_error` there instead.
-LAYOUT_DEAD_END = "no layout satisfies"
 
 
 def is_layout_dead_end(*, field: str = "", code: str = "", error: str = "") -> bool:

@@ -73,7 +73,6 @@
   // non-blocking pod size only matters, and is only shown, when the fabric is oversubscribed.
   var FLEET_FIELDS = ["gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric", "topology",
                       "oversubscription"];
-  var SCALABLE_UNIT_NODES = 32;
 
   function setupCluster() {
     var form = document.getElementById("builder-form");
@@ -82,7 +81,6 @@
     var picker = form.querySelector("select[name=fleet]");
     var box = document.getElementById("cluster-fields");
     var podField = document.getElementById("pod-field");
-    var podInput = form.querySelector("[name=pod_gpus]");
 
     function inputs(name) { return form.querySelectorAll("[name='" + name + "']"); }
     function value(name) {
@@ -109,12 +107,9 @@
     }
 
     function updatePod() {
+      // no placeholder of its own: an empty pod lets the engine's fabric sizing place the oversubscription
       var oversub = parseFloat(value("oversubscription")) || 1;
       if (podField) podField.classList.toggle("is-collapsed", !(oversub > 1));
-      var gpus = parseInt(value("gpus"), 10), perNode = parseInt(value("gpus_per_node"), 10);
-      if (podInput && gpus > 0 && perNode > 0) {
-        podInput.placeholder = String(Math.min(gpus, SCALABLE_UNIT_NODES * perNode));
-      }
     }
 
     if (picker) picker.addEventListener("change", function () { applyFleet(); updatePod(); });
