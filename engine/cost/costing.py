@@ -108,7 +108,10 @@ def _perf_point(s: Scenario, catalog: Catalog | None, performance: dict[str, Any
             "cannot be priced (use more GPUs, tensor/pipeline parallelism, ZeRO or recompute)",
         )
     try:
-        plan = plan_for(s, catalog)
+        # the parser sized the fabric once and kept its plan on the topology; size it here only for a scenario
+        # built without the parser
+        built = s.topology.plan if s.topology is not None else None
+        plan = built if isinstance(built, FabricPlan) else plan_for(s, catalog)
         gpu = get_item(s.cluster.gpu, "gpu", "cluster.gpu", catalog)
     except CatalogError as exc:
         raise ScenarioError(exc.field, exc.message) from exc

@@ -105,7 +105,7 @@ def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
         server = get_item(s.fabric.server, "server", "costs.server", catalog)
         domain = int((server.get("specs") or {}).get("nvlink_domain_gpus") or c.gpus_per_node)
     topo = topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
-    return replace(topo, in_network_reduction=c.in_network_reduction)
+    return replace(topo, in_network_reduction=c.in_network_reduction, plan=plan)
 
 
 def fabric_block(t: Topology) -> dict[str, Any]:

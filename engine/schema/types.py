@@ -105,6 +105,9 @@ class Topology:
     oversubscription: Mapping[str, float]  # built down:up ratio: leaf (leaf->spine), spine (spine->core); >= 1
     hops: Mapping[str, int]  # switches a path crosses when it stays in a leaf, in a pod, or crosses the core
     in_network_reduction: bool = False  # SHARP all-reduce in the switches (asked for, and the switch has it)
+    # the engine.fabric.sizing.FabricPlan this topology was built from (switch, optics and cable counts the cost
+    # model prices), kept so that a parsed scenario is sized once; opaque here (the fabric layer sits above)
+    plan: Any = field(default=None, compare=False, repr=False)
 
     @property
     def nics(self) -> int:

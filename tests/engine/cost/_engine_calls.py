@@ -4,7 +4,8 @@
 
 * ``engine.document.parse.parse_scenario`` — ``parses``: calls given a document (a call given an already
   parsed ``Scenario`` returns it as is; those are counted apart, as ``passthrough``);
-* ``engine.fabric.topology.build_topology`` — ``sizings``: the fabric sizing;
+* ``engine.fabric.sizing.size_fabric`` — ``sizings``: the fabric sizing itself (switches, optics, cables),
+  whoever asks for it (the parser's topology, or a cost model that would size again);
 * ``engine.performance.model.evaluate`` — ``evaluations``: one vectorised run of the performance model.
 
 Modules named in ``preload`` (and the engine's own users of these functions) are imported first, so that no
@@ -50,7 +51,7 @@ def engine_calls(*preload: str) -> Iterator[EngineCalls]:
     for name in (*ENGINE_USERS, *preload):
         importlib.import_module(name)
     from engine.document import parse
-    from engine.fabric import topology
+    from engine.fabric import sizing
     from engine.performance import model
     from engine.schema.types import Scenario
 
@@ -78,7 +79,7 @@ def engine_calls(*preload: str) -> Iterator[EngineCalls]:
     wrappers: dict[int, tuple[Any, Callable[..., Any]]] = {
         id(original): (original, wrapper) for original, wrapper in (
             (parse.parse_scenario, counted_parse(parse.parse_scenario)),
-            (topology.build_topology, counted(topology.build_topology, "sizings")),
+            (sizing.size_fabric, counted(sizing.size_fabric, "sizings")),
             (model.evaluate, counted(model.evaluate, "evaluations")),
         )
     }
