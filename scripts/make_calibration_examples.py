@@ -33,7 +33,7 @@ from engine.calibration.runs import RunModel  # noqa: E402
 from engine.document.parse import parse_scenario  # noqa: E402
 from engine.performance.context import make_context  # noqa: E402
 from engine.performance.hardware import gpu_spec  # noqa: E402
-from engine.performance.model import flops_per_token  # noqa: E402
+from engine.performance.terms.flops import flops_per_token  # noqa: E402
 from engine.schema.calibration import Profile  # noqa: E402
 
 LLAMA_7B = {"name": "Llama-2-7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
@@ -106,7 +106,7 @@ def write_fleet(out: Path, fleet: dict[str, Any], nccl: list[tuple[str, int, flo
         s = parse_scenario(doc)
         ctx = make_context(s, gpu_spec(s.cluster.gpu))
         tokens_step = int(s.training.global_batch * s.model.seq_len)
-        model_tf = 3.0 * flops_per_token(ctx)["forward"] * tokens_step / s.cluster.gpus / 1e12
+        model_tf = 3.0 * flops_per_token(ctx).forward_flops * tokens_step / s.cluster.gpus / 1e12
         extra: dict[str, Any] = {}
         if fmt == "megatron":
             text = synth.megatron_log(times, global_batch=s.training.global_batch,
@@ -118,7 +118,7 @@ def write_fleet(out: Path, fleet: dict[str, Any], nccl: list[tuple[str, int, flo
         elif fmt == "torchtitan":
             text = synth.torchtitan_log(times, tokens_per_step=tokens_step, gpus=s.cluster.gpus,
                                         peak_tflops=ctx.peak / 1e12,
-                                        flops_per_token=3.0 * flops_per_token(ctx)["forward"])
+                                        flops_per_token=3.0 * flops_per_token(ctx).forward_flops)
             ext = "log"
             extra = {"tokens_per_step": tokens_step, "gpus": s.cluster.gpus}
         else:

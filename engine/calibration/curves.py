@@ -1,6 +1,6 @@
 """The engine's own collective equations, seen from a nccl-tests run: the one place that calls the model.
 
-The engine times a collective of ``n`` ranks with NCCL's structure (:mod:`engine.performance.collectives`:
+The engine times a collective of ``n`` ranks with NCCL's structure (:mod:`engine.performance.collectives.tuning`:
 per algorithm and protocol, latency steps plus bytes over the bus bandwidth of the tier the traffic
 crosses, minimum taken). Calibration keeps those equations and fits, per collective kind and scope, the
 parameters the model exposes for it:
@@ -23,15 +23,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from engine.catalog import Catalog
 from engine.document.parse import parse_scenario
-from engine.performance import collectives as cl
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.collectives.p2p import p2p_time
+from engine.performance.collectives.placement import place
+from engine.performance.collectives.tuning import collective_time
 from engine.performance.context import Context, make_context
 from engine.performance.hardware import gpu_spec
-
-Arr = npt.NDArray[np.float64]
+from engine.units import Arr
 
 # nccl-tests name -> the engine's collective kind
 KIND = {"all_reduce": "ar", "all_gather": "ag", "reduce_scatter": "rs", "alltoall": "a2a", "sendrecv": "p2p"}
@@ -80,9 +81,9 @@ def model_time(ctx: Context, kind: str, sizes: Arr, ranks: int) -> Arr:
     if kind == "p2p":
         # nccl-tests sendrecv: rank r sends to r+1 around a ring; across nodes the slowest pair crosses the NIC
         stride = net.domain if ranks > net.domain else 1.0
-        return np.asarray(cl.p2p(net, sizes, np.full_like(sizes, stride)), dtype=np.float64)
+        return np.asarray(p2p_time(net, sizes, np.full_like(sizes, stride)), dtype=np.float64)
     n = np.full_like(sizes, float(ranks))
-    return np.asarray(cl.collective(net, kind, sizes, n, np.ones_like(sizes)), dtype=np.float64)
+    return np.asarray(collective_time(net, CollectiveKind(kind), sizes, n, np.ones_like(sizes)), dtype=np.float64)
 
 
 def with_inter(ctx: Context, kind: str, eta: float, alpha_s: float | None) -> Context:
@@ -129,7 +130,7 @@ def calibrated_time(ctx: Context, kind: str, scope: str, sizes: Arr, ranks: int,
 
 def model_alpha_s(ctx: Context, ranks: int) -> float:
     """The per-step network latency the model uses for a group of ``ranks`` consecutive ranks."""
-    p = cl.place(ctx.net, np.asarray([float(ranks)]), np.asarray([1.0]))
+    p = place(ctx.net, np.asarray([float(ranks)]), np.asarray([1.0]))
     return float(p.hop[0])
 
 

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from engine.calibration.curves import (
@@ -42,8 +41,7 @@ from engine.calibration.runs import RunModel
 from engine.catalog import Catalog
 from engine.performance.calibrated import precision_key
 from engine.schema.calibration import Profile
-
-Arr = npt.NDArray[np.float64]
+from engine.units import Arr
 
 ETA_BOUNDS = (0.05, 3.0)  # bandwidth multiplier: below 5% or above 3x the model is a wrong fleet description
 ALPHA_BOUNDS_S = (0.1e-6, 1e-3)

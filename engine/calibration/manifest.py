@@ -18,9 +18,9 @@ from typing import Any
 
 from engine.calibration.fit import fit_profile
 from engine.calibration.nccl import parse_nccl_tests
-from engine.schema.calibration import Profile
 from engine.calibration.steplog import parse_step_log
 from engine.catalog import Catalog
+from engine.schema.calibration import Profile
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 PARSE_KEYS = ("fmt", "warmup_steps", "tokens_per_step", "gpus")

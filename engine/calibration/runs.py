@@ -11,26 +11,24 @@ import numpy as np
 
 from engine.catalog import Catalog
 from engine.document.parse import parse_scenario
-from engine.performance.api import candidate_layouts
+from engine.performance.api import candidate_layouts, rank_layouts
 from engine.performance.calibrated import CONTEXT_FIELDS, apply_profile
-from engine.performance.context import Context, Layouts, make_context
+from engine.performance.context import RECOMPUTE_NAMES, Context, Layouts, make_context
 from engine.performance.hardware import gpu_spec
-from engine.performance.model import RECOMPUTE_NAMES, evaluate
+from engine.performance.model import evaluate
 from engine.schema.calibration import Profile
 from engine.schema.types import Scenario
 
 
 def best_layout(ctx: Context, lay: Layouts) -> int:
     """Index of the fastest layout that fits (the fastest overall when none fits), as predict() picks."""
-    out = evaluate(ctx, lay)
-    fits = out["fits"] > 0.5
-    order = np.lexsort((out["memory_bytes"], out["step_time_s"], ~fits))
+    order, _ = rank_layouts(evaluate(ctx, lay))
     return int(order[0])
 
 
 def layout_dict(lay: Layouts, i: int = 0) -> dict[str, Any]:
     return {"tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
-            "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i] > 0.5),
+            "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i]),
             "micro_batch": int(lay.mb[i]), "recompute": RECOMPUTE_NAMES[int(lay.recompute[i])],
             "zero": int(lay.zero[i])}
 
@@ -63,11 +61,11 @@ class RunModel:
         if profile is not None:
             ctx = apply_profile(profile, self.ctx0)
             factor = 1.0 if "step_time_scale" in CONTEXT_FIELDS else profile.residual_factor
-            return float(evaluate(ctx, self.lay)["step_time_s"][0]) * factor
+            return float(evaluate(ctx, self.lay).step_time_s[0]) * factor
         ctx = self.ctx_net if network else self.ctx0
         if gemm_eff:
             g = ctx.gpu
             gpu = dataclasses.replace(g, gemm_eff_bf16=float(gemm_eff.get("bf16", g.gemm_eff_bf16)),
                                       gemm_eff_fp8=float(gemm_eff.get("fp8", g.gemm_eff_fp8)))
             ctx = dataclasses.replace(ctx, gpu=gpu)
-        return float(evaluate(ctx, self.lay)["step_time_s"][0])
+        return float(evaluate(ctx, self.lay).step_time_s[0])

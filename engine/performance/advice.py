@@ -26,6 +26,7 @@ from engine.performance.api import candidate_layouts
 from engine.schema.types import Scenario
 
 DEFAULT_SEARCH_NODES = 256  # look this many servers either side of the requested size
+DEFAULT_GPUS_PER_NODE = 8  # a document that does not say: HGX servers
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def _factor_text(n: int) -> str:
     return " × ".join(f"{p}{str(k).translate(sup)}" if k > 1 else str(p) for p, k in _factorize(n))
 
 
-LAYOUT_FIELDS = ("parallelism", "training.global_batch", "training.micro_batch")
+# the document fields whose errors mean "no layout" (rather than a bad field elsewhere)
+LAYOUT_ERROR_FIELDS = ("parallelism", "training.global_batch", "training.micro_batch")
 
 
 def _with_gpus(doc: Mapping[str, Any], gpus: int) -> dict[str, Any]:
@@ -100,7 +102,7 @@ def _with_gpus(doc: Mapping[str, Any], gpus: int) -> dict[str, Any]:
 
 
 def _is_layout_error(exc: ScenarioError) -> bool:
-    return str(exc.field).startswith(LAYOUT_FIELDS)
+    return str(exc.field).startswith(LAYOUT_ERROR_FIELDS)
 
 
 def has_layout(doc: Mapping[str, Any], gpus: int, catalog: Catalog | None = None) -> bool:
@@ -144,7 +146,7 @@ def nearest_workable_gpus(scenario: Mapping[str, Any], catalog: Catalog | None =
     raw = scenario.get("cluster")
     cluster: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     gpus = int(cluster.get("gpus") or 0)
-    gpn = max(1, int(cluster.get("gpus_per_node") or 8))
+    gpn = max(1, int(cluster.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE))
     if gpus < 1:
         raise ScenarioError("cluster.gpus", "must be a positive integer")
     if has_layout(scenario, gpus, catalog):

@@ -20,18 +20,30 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.topology import fabric_block
 from engine.performance.calibrated import overlay_from_scenario
-from engine.performance.context import LAYOUT_FIELDS, Context, Layouts, make_context
+from engine.performance.context import (
+    RECOMPUTE_CODES,
+    ZERO_STAGES,
+    Context,
+    Layouts,
+    make_context,
+)
 from engine.performance.hardware import gpu_spec
-from engine.performance.memory import usable_memory_bytes
-from engine.performance.model import BREAKDOWN_KEYS, RECOMPUTE_CODES, RECOMPUTE_NAMES, Arr, divisors, evaluate
+from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_evaluations, divisors, evaluate
 from engine.performance.result import Alternative, Result, SearchResult
+from engine.performance.terms.memory import usable_memory_bytes
 from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
 from engine.schema.types import Scenario
+from engine.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR, TERA, Arr
 
+# The largest value the search tries for a setting left "auto" (docs/performance-model.md s.7). These bound the
+# enumeration, not the document: a scenario may fix larger values within engine.schema.bounds (MAX_MICRO_BATCH).
 MAX_TP = 64
 MAX_CP = 32
-MAX_MICRO_BATCH = 128
+SEARCH_MAX_MICRO_BATCH = 128
 MAX_VPP = 16
+# An alternative within this share of the winner's step time is reported as a tie.
+TIE_PERCENT = 0.05
+PERCENT = 100.0
 
 
 # ------------------------------------------------------------------------------------------- candidates
@@ -47,25 +59,19 @@ def _cross(base: dict[str, Arr], name: str, options: Arr) -> dict[str, Arr]:
     return out
 
 
-def _evaluate(ctx: Any, lay: Layouts) -> dict[str, Arr]:
+def _evaluate(ctx: Context, lay: Layouts) -> LayoutEvaluation:
     """``evaluate`` in chunks of ``LAYOUT_CHUNK`` layouts with a budget checkpoint between chunks: memory stays
     bounded and a web request's time budget or a run's cancel stops a long search (engine/budget.py)."""
     checkpoint()
     n = len(lay)
     if n <= LAYOUT_CHUNK:
         return evaluate(ctx, lay)
-    parts: list[dict[str, Arr]] = []
+    parts: list[LayoutEvaluation] = []
     for start in range(0, n, LAYOUT_CHUNK):
         idx = np.arange(start, min(n, start + LAYOUT_CHUNK), dtype=np.intp)
         parts.append(evaluate(ctx, lay.take(idx)))
         checkpoint()
-    out: dict[str, Arr] = {}
-    for key, first in parts[0].items():
-        if np.ndim(first) >= 1 and np.shape(first)[0] == min(n, LAYOUT_CHUNK):
-            out[key] = np.concatenate([part[key] for part in parts])
-        else:  # a per-scenario constant: the same in every chunk
-            out[key] = first
-    return out
+    return concat_evaluations(parts)
 
 
 def _filter(base: dict[str, Arr], keep: npt.NDArray[np.bool_]) -> dict[str, Arr]:
@@ -107,63 +113,57 @@ def candidate_layouts(s: Scenario) -> Layouts:
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
         ok &= np.mod(per_stage, base["vpp"]) == 0
     base = _filter(base, ok)
-    base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch) if d <= MAX_MICRO_BATCH]))
+    base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch)
+                                                            if d <= SEARCH_MAX_MICRO_BATCH]))
     base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
     rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
-    base = _cross(base, "recompute", _opts(rc, lambda: [0, 1, 2]))
-    base = _cross(base, "zero", _opts(t.zero, lambda: [0, 1, 2, 3]))
-    if p.sequence_parallel is None:
-        base["sp"] = (base["tp"] > 1).astype(np.float64)
-    else:
-        base["sp"] = np.full_like(base["tp"], 1.0 if p.sequence_parallel else 0.0)
+    base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
+    base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
+    sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
         raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
                             "global_batch divisible by dp*micro_batch, pp*vpp <= layers)")
-    return Layouts(**{k: base[k] for k in LAYOUT_FIELDS})
+    return Layouts(tp=base["tp"], pp=base["pp"], dp=base["dp"], cp=base["cp"], ep=base["ep"], vpp=base["vpp"],
+                   mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp))
 
 
 # ---------------------------------------------------------------------------------------------- results
 
 
-def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: int) -> Result:
+def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: LayoutEvaluation, i: int) -> Result:
     gpus = float(s.cluster.gpus)
-    step = float(out["step_time_s"][i])
-    tps = float(out["tokens_per_s"][i])
-    model_tf = float(out["model_flops"][i]) / step / gpus
-    hw_tf = float(out["hardware_flops"][i]) / step / gpus
+    step = float(out.step_time_s[i])
+    tps = float(out.tokens_per_s[i])
+    model_tf = float(out.model_flops[i]) / step / gpus
+    hw_tf = float(out.hardware_flops[i]) / step / gpus
     peak = ctx.peak
     train_s = s.training.tokens / tps
     notes: list[str] = []
     if s.training.precision == "fp8" and ctx.gpu.peak_fp8_flops is None:
         notes.append(f"{s.cluster.gpu} has no fp8 tensor cores; bf16 peak used")
-    fits = bool(out["fits"][i] > 0.5)
+    fits = bool(out.fits[i])
     if not fits:
         notes.append("does not fit in GPU memory with this layout")
     source = {k: v for k, v in ctx.routing_source.items() if k != "note"} or {"kind": "shipped"}
     note = ctx.routing_source.get("note")
     if note:  # a pinned fabric study (pinned_study.py): used, or why the shipped tables were
         notes.append(str(note))
-    par = {
-        "tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
-        "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i] > 0.5),
-        "micro_batch": int(lay.mb[i]), "recompute": RECOMPUTE_NAMES[int(lay.recompute[i])],
-        "zero": int(lay.zero[i]),
-    }
+    par = lay.parallelism(i)
     return Result(
         step_time_s=step,
         tokens_per_s=tps,
         tokens_per_s_per_gpu=tps / gpus,
-        model_tflops_per_gpu=model_tf / 1e12,
-        hardware_tflops_per_gpu=hw_tf / 1e12,
+        model_tflops_per_gpu=model_tf / TERA,
+        hardware_tflops_per_gpu=hw_tf / TERA,
         mfu=model_tf / peak,
         hfu=hw_tf / peak,
-        memory_gb_per_gpu=float(out["memory_bytes"][i]) / 1e9,
+        memory_gb_per_gpu=float(out.memory_bytes[i]) / GIGA,
         memory_limit_gb=_usable_gb(ctx),
         fits=fits,
-        time_to_train_days=train_s / 86400.0,
-        gpu_hours=train_s * gpus / 3600.0,
-        network_wait_fraction=float(out["network_wait_fraction"][i]),
-        breakdown_s={k: float(out[k][i]) for k in BREAKDOWN_KEYS},
+        time_to_train_days=train_s / SECONDS_PER_DAY,
+        gpu_hours=train_s * gpus / SECONDS_PER_HOUR,
+        network_wait_fraction=float(out.network_wait_fraction[i]),
+        breakdown_s={k: float(getattr(out.breakdown_s, k)[i]) for k in BREAKDOWN_KEYS},
         parallelism=par,
         gpu=s.cluster.gpu,
         gpus=s.cluster.gpus,
@@ -175,7 +175,7 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: dict[str, Arr], i: 
 
 
 def _usable_gb(ctx: Context) -> float:
-    return usable_memory_bytes(ctx.gpu) / 1e9
+    return usable_memory_bytes(ctx.gpu) / GIGA
 
 
 _LABELS = {
@@ -189,8 +189,8 @@ _LABELS = {
 def _why(best: Result, alt: Result) -> str:
     diff = {k: alt.breakdown_s[k] - best.breakdown_s[k] for k in BREAKDOWN_KEYS}
     key = max(diff, key=lambda k: diff[k])
-    pct = (alt.step_time_s / best.step_time_s - 1.0) * 100.0
-    if pct <= 0.05:
+    pct = (alt.step_time_s / best.step_time_s - 1.0) * PERCENT
+    if pct <= TIE_PERCENT:
         return "ties with the chosen layout within 0.05%; the chosen one uses less memory or sorts first"
     return (
         f"{pct:.1f}% slower: {_LABELS[key]} {alt.breakdown_s[key]:.3g} s vs {best.breakdown_s[key]:.3g} s per step"
@@ -229,11 +229,10 @@ def _calibration_note(r: Result, calibration: Any) -> Result:
     return r
 
 
-def _rank(out: dict[str, Arr]) -> tuple[npt.NDArray[np.intp], int]:
+def rank_layouts(out: LayoutEvaluation) -> tuple[npt.NDArray[np.intp], int]:
     """Indices sorted fits-first then by step time (then less memory); and the count that fit."""
-    fits = out["fits"] > 0.5
-    order = np.lexsort((out["memory_bytes"], out["step_time_s"], ~fits))
-    return order.astype(np.intp), int(fits.sum())
+    order = np.lexsort((out.memory_bytes, out.step_time_s, ~out.fits))
+    return order.astype(np.intp), int(out.fits.sum())
 
 
 def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None,
@@ -247,7 +246,7 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     s, ctx = _prepare(s, catalog, calibration)
     lay = candidate_layouts(s)
     out = _evaluate(ctx, lay)
-    order, n_fit = _rank(out)
+    order, n_fit = rank_layouts(out)
     best = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
     if n_fit == 0:
         best.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
@@ -274,7 +273,7 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     out = _evaluate(ctx, lay)
     if len(lay) == 1:
         return _calibration_note(_result_at(s, ctx, lay, out, 0), calibration)
-    order, n_fit = _rank(out)
+    order, n_fit = rank_layouts(out)
     r = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
     if n_fit == 0:
         r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")

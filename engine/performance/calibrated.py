@@ -32,6 +32,7 @@ from engine.schema.types import Scenario
 R = TypeVar("R", bound=Result)
 CONTEXT_FIELDS = frozenset(f.name for f in dataclasses.fields(Context))
 
+
 def precision_key(ctx: Context) -> str:
     """The GEMM efficiency a run uses: fp8 only when asked for and the GPU has fp8 tensor cores."""
     return "fp8" if ctx.precision == "fp8" and ctx.gpu.peak_fp8_flops is not None else "bf16"
@@ -129,11 +130,6 @@ class Overlay:
         """What perf.predict / search call on every result they return: the residual factor (when the
         Context could not carry it) and the notes naming the profile."""
         return _finish(result, self)
-
-
-    def search(self, scenario: Mapping[str, Any] | Scenario, top_k: int = 5,
-               catalog: Catalog | None = None) -> SearchResult:
-        return search(scenario, top_k, catalog, calibration=self)
 
 
 def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],

@@ -1,8 +1,8 @@
 """The model's inputs: the scalars of one scenario (``Context``) and the arrays of layouts (``Layouts``).
 
 ``make_context`` reads the parsed Scenario once: model and batch, the GPU, and the fabric as sized by
-``topology.py`` (NVLink domain, leaf and pod sizes, oversubscription per tier, routing). ``profile_arrays``
-resolves the training framework's overlap profile per layout (frameworks.py).
+``topology.py`` (NVLink domain, leaf and pod sizes, oversubscription per tier, routing). The layout codes
+(recompute, ZeRO stage) are named here; the framework profile per layout is frameworks.layout_profiles.
 """
 
 from __future__ import annotations
@@ -15,14 +15,31 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.fabric.pinned_study import routing_source
-from engine.fabric.routing import DCQCN_HEADROOM_EFF, DEFAULT_QPS, ROCE_FRAMING_EFF
-from engine.performance import collectives as cl
+from engine.fabric.routing import DCQCN_HEADROOM_EFF, ROCE_FRAMING_EFF
 from engine.performance import hardware as hw
-from engine.performance.frameworks import PROFILES, moe_dispatcher, profile
+from engine.performance.collectives.placement import Net
+from engine.performance.datatypes import BF16_BYTES, FP8_BYTES
+from engine.performance.frameworks import moe_dispatcher
 from engine.performance.hardware import GpuSpec
+from engine.schema.enums import DEFAULT_QPS, MoeDispatcher, Precision, Recompute
 from engine.schema.types import Scenario
+from engine.units import BITS_PER_BYTE, GIGA, Arr, BoolArr
 
-Arr = npt.NDArray[np.float64]
+# FFN weight matrices: gated FFNs (SwiGLU: gate, up, down) have three, GeLU FFNs two (up, down).
+GATED_FFN_MATRICES = 3.0
+PLAIN_FFN_MATRICES = 2.0
+# Layout codes (float arrays like the degrees): recompute none / selective / full, ZeRO stages 0-3.
+RECOMPUTE_CODES = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
+RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
+RECOMPUTE_SELECTIVE = float(RECOMPUTE_CODES[Recompute.SELECTIVE])
+RECOMPUTE_FULL = float(RECOMPUTE_CODES[Recompute.FULL])
+ZERO_SHARDS_OPTIMIZER = 1.0  # ZeRO-1: optimizer states sharded over the data-parallel group
+ZERO_SHARDS_GRADIENTS = 2.0  # ZeRO-2: and the gradients
+ZERO_SHARDS_PARAMETERS = 3.0  # ZeRO-3 / FSDP FULL_SHARD: and the weights (gathered layer by layer)
+ZERO_STAGES = (0, 1, 2, 3)
+# No sized topology: reference 64-port switches, a pod of k/2 = 32 leaves (hardware.LEAF_NODES for the leaf).
+REFERENCE_POD_LEAVES = 32.0
+MIN_LEAF_NODES = 1e-9  # guard: a leaf holds a positive share of an NVLink domain even when nodes_per_leaf is 0
 
 
 @dataclass(frozen=True)
@@ -67,7 +84,7 @@ class Context:
     oversub_spine: float
     tiers: float
     fabric: str
-    framework: str | None = None  # None = auto (per layout, frameworks.auto_choice)
+    framework: str | None = None  # None = auto (per layout, frameworks.layout_profiles)
     sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
     # calibration hooks (engine.calibration): multiplier on inter-node bandwidth per collective
     # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
@@ -83,13 +100,14 @@ class Context:
 
     @property
     def elem_bytes(self) -> float:
-        return 1.0 if self.precision == "fp8" and self.gpu.peak_fp8_flops is not None else 2.0
+        """Bytes per GEMM operand element: fp8 where asked for and the GPU has fp8 tensor cores, else bf16."""
+        return FP8_BYTES if self.precision == Precision.FP8 and self.gpu.peak_fp8_flops is not None else BF16_BYTES
 
     @property
-    def net(self) -> cl.Net:
+    def net(self) -> Net:
         g = self.gpu
         scale = {f"bw_scale_{k}": float(v) for k, v in self.net_bw_scale.items()}
-        return cl.Net(
+        return Net(
             domain=self.domain, job_nodes=max(self.gpus / self.domain, 1.0), leaf_nodes=self.leaf_nodes,
             pod_nodes=self.pod_nodes, oversub_leaf=self.oversub_leaf, oversub_spine=self.oversub_spine,
             tiers=self.tiers, fabric=self.fabric, routing=self.routing,
@@ -104,7 +122,7 @@ class Context:
 def make_context(s: Scenario, gpu: GpuSpec) -> Context:
     m, c, t = s.model, s.cluster, s.training
     moe = m.moe
-    nic_bw = c.nic_gbps * 1e9 / 8.0 * c.nics_per_node / c.gpus_per_node * hw.PROTOCOL_EFF["infiniband"]
+    nic_bw = c.nic_gbps * GIGA / BITS_PER_BYTE * c.nics_per_node / c.gpus_per_node * hw.NIC_PROTOCOL_EFF
     net = _fabric_numbers(s)
     qps = float(getattr(c, "qps_per_connection", 0) or 0.0)
     source = routing_source(s.extras.get("fabric_study"), routing=c.routing,
@@ -118,10 +136,10 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         q_dim=float(m.heads * m.dim_head),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
         expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
-        allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == "allgather",
+        allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == MoeDispatcher.ALLGATHER,
         dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,
         ffn=float(m.ffn_hidden),
-        mats=3.0 if m.gated_ffn else 2.0,
+        mats=GATED_FFN_MATRICES if m.gated_ffn else PLAIN_FFN_MATRICES,
         vocab=float(m.vocab),
         seq=float(m.seq_len),
         moe=moe is not None,
@@ -174,20 +192,20 @@ def _fabric_numbers(s: Scenario) -> dict[str, float]:
         over = dict(getattr(topo, "oversubscription", {}) or {})
         return {
             "domain": dom,
-            "leaf_nodes": max(float(topo.nodes_per_leaf) * gpn / dom, 1e-9),
+            "leaf_nodes": max(float(topo.nodes_per_leaf) * gpn / dom, MIN_LEAF_NODES),
             "pod_nodes": max(float(topo.pod_gpus) / dom, 1.0),
             "oversub_leaf": float(over.get("leaf", 1.0)),
             "oversub_spine": float(over.get("spine", 1.0)),
         }
-    # no sized topology: reference 64-port switches (hardware.LEAF_NODES); a pod of k/2 = 32 leaves;
-    # the oversubscription sits above pod_gpus when given, at the leaf otherwise
+    # no sized topology: reference switches (hardware.LEAF_NODES, REFERENCE_POD_LEAVES); the oversubscription
+    # sits above pod_gpus when given, at the leaf otherwise
     leaf = hw.LEAF_NODES[c.topology]
     jobs_nodes = c.gpus / gpn
     pod_set = c.pod_gpus < c.gpus
     return {
         "domain": gpn,
         "leaf_nodes": leaf,
-        "pod_nodes": c.pod_gpus / gpn if pod_set else min(32.0 * leaf, jobs_nodes),
+        "pod_nodes": c.pod_gpus / gpn if pod_set else min(REFERENCE_POD_LEAVES * leaf, jobs_nodes),
         "oversub_leaf": 1.0 if pod_set else c.oversubscription,
         "oversub_spine": c.oversubscription if pod_set else 1.0,
     }
@@ -195,7 +213,8 @@ def _fabric_numbers(s: Scenario) -> dict[str, float]:
 
 @dataclass
 class Layouts:
-    """Arrays (float64, equal length) of parallel layouts; recompute as codes 0/1/2, sp as 0/1."""
+    """Arrays (equal length) of parallel layouts: degrees as float64, recompute as codes 0/1/2
+    (``RECOMPUTE_CODES``), ZeRO stage 0-3, sequence parallelism as a bool."""
 
     tp: Arr
     pp: Arr
@@ -206,7 +225,7 @@ class Layouts:
     mb: Arr
     recompute: Arr
     zero: Arr
-    sp: Arr
+    sp: BoolArr
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -214,29 +233,12 @@ class Layouts:
     def take(self, idx: npt.NDArray[np.intp]) -> Layouts:
         return Layouts(*(getattr(self, f)[idx] for f in LAYOUT_FIELDS))
 
+    def parallelism(self, i: int) -> dict[str, Any]:
+        """Layout ``i`` as ``Result.parallelism`` names it."""
+        return {"tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
+                "ep": int(self.ep[i]), "vpp": int(self.vpp[i]), "sequence_parallel": bool(self.sp[i]),
+                "micro_batch": int(self.mb[i]), "recompute": RECOMPUTE_NAMES[int(self.recompute[i])],
+                "zero": int(self.zero[i])}
+
 
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp")
-
-
-def profile_arrays(ctx: Context, lay: Layouts) -> dict[str, Arr]:
-    """Framework profile fields per layout (``auto``: Megatron-Core with TP or PP, else FSDP; frameworks.py)."""
-    fields = {"tp_overlap": "tp_overlap", "grad_overlap": "grad_overlap", "param_overlap": "param_overlap",
-              "bucket": "bucket_params", "zero2_per_mb": "zero2_per_microbatch",
-              "zero2_shards": "zero2_shards_grads", "z3_prefetch": "zero3_prefetch_layers",
-              "pp_overlap": "pp_overlap", "ep_overlap": "ep_overlap"}
-    fixed = profile(ctx.framework)
-    if fixed is not None:
-        return {k: np.full_like(lay.tp, float(getattr(fixed, a))) for k, a in fields.items()}
-    mega, fsdp = PROFILES["megatron-core"], PROFILES["fsdp"]
-    is_mega = (lay.tp > 1) | (lay.pp > 1)
-    out = {k: np.where(is_mega, float(getattr(mega, a)), float(getattr(fsdp, a))) for k, a in fields.items()}
-    # ZeRO-2 asked for without naming a framework keeps its gradients sharded in memory; with TP/PP the
-    # reduction runs once per step (Megatron-Core's distributed optimizer, Meta's Llama 3 stack: fp32
-    # accumulation, one reduce-scatter per step), optimistic by the fp32 gradient buffer such stacks hold
-    # (docs/performance-model.md, limitations); pure data parallelism reduces at every micro-batch (FSDP)
-    out["zero2_shards"] = np.ones_like(lay.tp)
-    # MoE all-to-all: auto assumes the EP overlap of the large MoE stacks (frameworks.py, ep_overlap)
-    out["ep_overlap"] = np.ones_like(lay.tp)
-    return out
-
-

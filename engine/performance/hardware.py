@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.catalog import Catalog, get_item
+from engine.units import GIGA, TERA
 
 # ------------------------------------------------------------------------------------------ GPU families
 # gemm_eff_bf16: fraction of dense bf16 peak the layer GEMMs sustain inside a real training step (before
-#   the shape-dependent roofline term in model._gemm_time, which lowers it further for thin matrices).
+#   the shape-dependent roofline term in terms/kernels.gemm_time, which lowers it further for thin matrices).
 #   Upper bound: a measured 8192^3 bf16 matmul on H100 SXM reaches about 800 TFLOP/s = 0.81 of 989
 #   (reference hardware notes); cuBLAS on A100 reaches about 0.8-0.9 of 312. In a step the GPU sits at its
 #   power limit for minutes (700 W H100 SXM, 400 W A100) and tensor clocks fall below the boost clock the
@@ -71,10 +72,10 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 # 1-byte mask (5 B). Backward: dropout gradient reads grad + mask and writes (5 B); softmax gradient reads
 # grad and probabilities and writes (6 B). Megatron-LM's kernels of 2021-22 (Korthikanti et al. 2022 Sec. 4).
 UNFUSED_SCORE_BYTES_FWD = 9.0
+UNFUSED_SCORE_BYTES_BWD = 11.0
 # fp8 cast of a GEMM operand with Transformer Engine's fused cast-transpose: read bf16 (2 B), write the fp8
 # tensor and its transpose (1 B each) = 4 B per element (TE delayed/current-scaling recipes).
 FP8_CAST_BYTES = 4.0
-UNFUSED_SCORE_BYTES_BWD = 11.0
 # Attention implementation a scenario gets when training.attention is "auto": the framework default of the
 # GPU generation. Ampere-era production stacks (Megatron-LM / Megatron-DeepSpeed 2021-22) materialised the
 # scores; FlashAttention-2 / cuDNN fused attention is the default on Hopper and later. Scenarios that used
@@ -110,46 +111,28 @@ def expert_kernel_factor(family: str, precision: str, choice: str | None) -> flo
     return WARP_MMA_GROUPED_EFF if choice == "warp-mma" else 1.0
 
 # ------------------------------------------------------------------------------------------------ fabric
-# Protocol efficiency: NCCL bus bandwidth per NIC / line rate.
-#   InfiniBand: 46-48 GB/s on 400G NDR (nccl-tests issue 290) and 192 GB/s on 8x200G HDR (nccl issue 812)
-#   -> 0.94-0.96; 0.95 used.
-#   RoCE v2: per 4096 B MTU packet 82 B of Ethernet/IPv4/UDP/BTH/ICRC framing incl. preamble and
-#   inter-frame gap (2.0%) vs 26 B on IB (0.6%), and DCQCN congestion control runs links below line rate
-#   to keep switch queues short (about 3-5% headroom in vendor tuning guides): 0.95 x (1-0.014) x 0.96 ~ 0.90.
-PROTOCOL_EFF = {"infiniband": 0.95, "roce": 0.90}
-# Routing efficiency for traffic that leaves the leaf switch. Adaptive routing (IB AR, Spectrum-X) sprays
-# packets over all uplinks: about 0.97 (reordering and imperfect balance). Static ECMP hashes each flow
-# (NCCL: one QP per connection by default) to one uplink; with as many flows as uplinks, a random hash
-# leaves a fraction 1/e of uplinks idle and doubles up others: throughput 1 - 1/e = 0.63 of bisection
-# (balls-in-bins; cf. Al-Fares et al. "Hedera", NSDI 2010; Meta's Llama 3 RoCE paper, SIGCOMM 2024, reports
-# that ECMP flow collisions forced E-ECMP with more QPs to recover up to 40% of collective bandwidth).
-ROUTING_EFF = {"adaptive": 0.97, "ecmp": 0.63}
-# Latency per collective step: NIC + NCCL proxy/software per hop (IB ~3 us, RoCE ~4 us for small messages,
-# nccl-tests small-size latencies) + per switch traversed (IB Quantum-2 ~0.13 us port-to-port; Ethernet
-# 51.2T switches ~0.6-0.8 us cut-through) ; NVLink step ~1 us.
-NET_BASE_LATENCY_S = {"infiniband": 3.0e-6, "roce": 4.0e-6}
-SWITCH_LATENCY_S = {"infiniband": 0.13e-6, "roce": 0.7e-6}
-NVLINK_LATENCY_S = 1.0e-6
+# NCCL bus bandwidth per NIC / line rate on InfiniBand: 46-48 GB/s on 400G NDR (nccl-tests issue 290) and
+# 192 GB/s on 8x200G HDR (nccl issue 812) -> 0.94-0.96; 0.95 used. RoCE's extra framing and DCQCN headroom
+# are applied on top of it (context.nic_rate, engine.fabric.routing: ROCE_FRAMING_EFF, DCQCN_HEADROOM_EFF).
+NIC_PROTOCOL_EFF = 0.95
 # Nodes whose same-index NICs share one leaf switch. Fat-tree (not rail-optimized): a 64-port leaf has 32
 # down ports = 4 nodes of 8 NICs. Rail-optimized DGX SuperPOD and multi-plane: one leaf per rail / plane
 # spans a scalable unit of 32 nodes (H100/B200 SuperPOD reference architecture).
 LEAF_NODES = {"fat-tree": 4.0, "rail-optimized": 32.0, "multi-plane": 32.0}
 
-# Memory: allocator fragmentation/caching (about 7%) and CUDA context + NCCL/cuBLAS workspaces (about 1.5 GB)
+# Memory: allocator fragmentation / caching reserve (5% of HBM) and CUDA context + NCCL / cuBLAS workspaces
+# (1 GB): usable = HBM x 0.95 - 1 GB (docs/performance-model.md s.6).
 MEMORY_FRAGMENTATION = 0.05
 MEMORY_FIXED_GB = 1.0
 
-# Overlap: Megatron-Core/NeMo overlap DP gradient reduce-scatter with backward and parameter all-gather with
-# forward (bucketed, about 40M parameters per bucket); the last bucket is always exposed.
-DP_BUCKET_PARAMS = 40e6
-# Share of TP collective time hidden behind GEMMs: 0 for plain Megatron; Transformer Engine userbuffer
-# overlap hides part of it. One value for all runs: 0.3 (half of the TP collectives of a layer have a GEMM
-# they can be chunked against, and about 60% of that is hidden in NVIDIA's TP-overlap benchmarks).
-TP_OVERLAP = 0.3
 # A collective hidden behind compute is not free: NCCL kernels occupy SMs (16-32 channels = 12-24% of
 # an H100's 132 SMs for NVLink/IB collectives) and their copies compete for HBM bandwidth. Compute is
 # slowed by this fraction of the hidden communication time.
 OVERLAP_INTERFERENCE = 0.25
+# A catalog GPU without a default NIC speed gets 400 Gb/s (one NDR / 400G Ethernet NIC per GPU, the H100 norm).
+DEFAULT_NIC_GBPS = 400.0
+# NVLink figures in the catalog are bidirectional GB/s; collectives read one direction.
+NVLINK_DIRECTIONS = 2.0
 
 
 @dataclass(frozen=True)
@@ -195,13 +178,13 @@ def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu
     return GpuSpec(
         key=key,
         family=family,
-        peak_bf16_flops=float(specs["bf16_dense_tflops"]) * 1e12,
-        peak_fp8_flops=float(fp8) * 1e12 if fp8 else None,
-        hbm_bytes=float(specs["hbm_gb"]) * 1e9,
-        hbm_bw=float(specs["hbm_tbps"]) * 1e12,
-        nvlink_uni_bw=float(specs["nvlink_gbytes_per_s"]) * 1e9 / 2.0,
+        peak_bf16_flops=float(specs["bf16_dense_tflops"]) * TERA,
+        peak_fp8_flops=float(fp8) * TERA if fp8 else None,
+        hbm_bytes=float(specs["hbm_gb"]) * GIGA,
+        hbm_bw=float(specs["hbm_tbps"]) * TERA,
+        nvlink_uni_bw=float(specs["nvlink_gbytes_per_s"]) * GIGA / NVLINK_DIRECTIONS,
         tdp_w=float(specs.get("tdp_w") or item.get("power_w") or 0.0),
-        default_nic_gbps=float(specs.get("default_nic_gbps", 400)),
+        default_nic_gbps=float(specs.get("default_nic_gbps", DEFAULT_NIC_GBPS)),
         gemm_eff_bf16=consts["gemm_eff_bf16"],
         gemm_eff_fp8=consts["gemm_eff_fp8"],
         attn_eff=consts["attn_eff"],

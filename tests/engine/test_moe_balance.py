@@ -1,4 +1,4 @@
-"""Expert load imbalance in dropless MoE (engine/moe_balance.py): the busiest EP rank sets the pace."""
+"""Expert load imbalance in dropless MoE (engine/performance/terms/moe_balance.py): the busiest EP rank sets the pace."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import copy
 import numpy as np
 import pytest
 
-from engine.performance import moe_balance
 from engine.performance.api import predict
-from engine.performance.moe_balance import busiest_rank_factor, rank_load_cv
+from engine.performance.terms import moe_balance
+from engine.performance.terms.moe_balance import busiest_rank_factor, rank_load_cv
 from tests.engine._scenarios import scenario
 
 

@@ -13,7 +13,7 @@ from engine.performance import hardware as hw
 from engine.performance.api import predict
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
-from engine.performance.model import params_per_layer
+from engine.performance.terms.parameters import params_per_layer
 from engine.schema.types import scenario_to_dict
 from engine.validation.runs import NETWORK_RUNS, load_runs
 from tests.engine._scenarios import scenario
@@ -102,7 +102,8 @@ def _params(doc: dict) -> float:
     """Total parameters from the engine's per-layer counts (attention, experts, router, embeddings)."""
     s = parse_scenario(doc)
     ctx = make_context(s, gpu_spec(s.cluster.gpu))
-    attn, _, expert = params_per_layer(ctx)
+    p = params_per_layer(ctx)
+    attn, expert = p.attention_params, p.expert_params
     per_layer = attn + (ctx.experts + ctx.shared_experts) * expert + ctx.hidden * ctx.experts
     return ctx.layers * per_layer + 2.0 * ctx.vocab * ctx.hidden
 

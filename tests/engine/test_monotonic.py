@@ -33,7 +33,7 @@ def _steps(model: dict | None, gpu: str = "H100-SXM", training: dict | None = No
         doc["model"] = dict(model)
     s = parse_scenario(doc)
     lay = candidate_layouts(s)
-    return evaluate(make_context(s, gpu_spec(gpu)), lay)["step_time_s"]
+    return evaluate(make_context(s, gpu_spec(gpu)), lay).step_time_s
 
 
 @pytest.mark.parametrize("name", PARAMS)
@@ -65,6 +65,6 @@ def test_faster_gpu_never_slower(name: str, slow_gpu: str, fast_gpu: str) -> Non
     if m is not None:
         a100 = dataclasses.replace(a100, model=parse_scenario(scenario(cluster={"gpus": 256}) | {"model": m}).model)
     lay = candidate_layouts(a100)
-    slow = evaluate(make_context(a100, gpu_spec(slow_gpu)), lay)["step_time_s"]
-    fast = evaluate(make_context(a100, gpu_spec(fast_gpu)), lay)["step_time_s"]
+    slow = evaluate(make_context(a100, gpu_spec(slow_gpu)), lay).step_time_s
+    fast = evaluate(make_context(a100, gpu_spec(fast_gpu)), lay).step_time_s
     assert np.all(fast <= slow * (1 + 1e-9))

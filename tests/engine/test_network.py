@@ -9,11 +9,12 @@ import pytest
 
 from engine.document.parse import parse_scenario
 from engine.fabric.routing import crossing_share, full_load_efficiency
-from engine.performance import collectives as cl
 from engine.performance.api import predict
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.collectives.tuning import collective_time
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
-from engine.performance.stragglers import expected_max_z
+from engine.performance.terms.stragglers import expected_max_z
 from engine.validation.rows import summary, validation_rows
 from engine.validation.runs import FABRIC_MEASUREMENTS, NETWORK_RUNS, load_runs
 from tests.engine._scenarios import dp_heavy, report_rows, scenario
@@ -72,7 +73,7 @@ def test_nccl_ramp_latency_bound_to_bandwidth_bound() -> None:
     net = make_context(s, gpu_spec("H100-SXM")).net
     one = np.ones(1)
     sizes = 2.0 ** np.arange(10, 32)
-    t = np.array([cl.collective(net, "ar", b * one, 128 * one, one)[0] for b in sizes])
+    t = np.array([collective_time(net, CollectiveKind.ALL_REDUCE, b * one, 128 * one, one)[0] for b in sizes])
     busbw = 2 * 127 / 128 * sizes / t
     assert np.all(np.diff(busbw) > 0)  # bus bandwidth grows with the message (latency -> bandwidth)
     assert t[0] < 100e-6  # small messages: tens of microseconds (nccl-tests 16-node small-size latency)
@@ -87,8 +88,8 @@ def test_pat_makes_one_rank_per_node_all_gather_logarithmic() -> None:
     net = make_context(s, gpu_spec("H100-SXM")).net
     one = np.ones(1)
     small = 64e3 * one
-    t512 = cl.collective(net, "ag", small, 512 * one, 8 * one)[0]
-    t64 = cl.collective(net, "ag", small, 64 * one, 8 * one)[0]
+    t512 = collective_time(net, CollectiveKind.ALL_GATHER, small, 512 * one, 8 * one)[0]
+    t64 = collective_time(net, CollectiveKind.ALL_GATHER, small, 64 * one, 8 * one)[0]
     assert t512 < 2.5 * t64  # log2 steps, not n-1
 
 
@@ -202,11 +203,12 @@ def test_sharp_halves_inter_node_all_reduce_traffic() -> None:
     plain, sharp = ctx.net, dataclasses.replace(ctx, sharp=True).net
     one = np.ones(1)
     big = 1e9 * one
-    t_plain = cl.collective(plain, "ar", big, 1024 * one, one)[0]
-    t_sharp = cl.collective(sharp, "ar", big, 1024 * one, one)[0]
+    t_plain = collective_time(plain, CollectiveKind.ALL_REDUCE, big, 1024 * one, one)[0]
+    t_sharp = collective_time(sharp, CollectiveKind.ALL_REDUCE, big, 1024 * one, one)[0]
     assert 0.45 < t_sharp / t_plain < 0.75  # each byte crosses the NIC once each way, not 2(n-1)/n
     # all-gather and reduce-scatter have nothing to reduce in the switch
-    assert cl.collective(sharp, "ag", big, 1024 * one, one)[0] == cl.collective(plain, "ag", big, 1024 * one, one)[0]
+    ag = CollectiveKind.ALL_GATHER
+    assert collective_time(sharp, ag, big, 1024 * one, one)[0] == collective_time(plain, ag, big, 1024 * one, one)[0]
 
 
 def test_in_network_reduction_speeds_up_data_parallel_all_reduce_end_to_end() -> None:

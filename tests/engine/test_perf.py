@@ -9,8 +9,8 @@ from engine.document.parse import parse_scenario
 from engine.performance.api import predict
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
-from engine.performance.model import flops_per_token
 from engine.performance.result import Result
+from engine.performance.terms.flops import flops_per_token
 from tests.engine._scenarios import GPT_22B, scenario
 
 OUTPUT_FIELDS = (
@@ -55,7 +55,7 @@ def test_model_flops_match_megatron_formula() -> None:
     f = flops_per_token(ctx)
     h, layers, seq, vocab = 6144, 48, 2048, 51200
     megatron_train = 72 * layers * h * h * (1 + seq / (6 * h) + vocab / (12 * layers * h))  # per token, 3x fwd
-    assert 3 * f["forward"] == pytest.approx(megatron_train, rel=1e-9)
+    assert 3 * f.forward_flops == pytest.approx(megatron_train, rel=1e-9)
 
 
 def test_full_recompute_hardware_flops_four_thirds() -> None:

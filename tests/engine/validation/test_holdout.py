@@ -133,20 +133,21 @@ def _moe_scenario(**over):
 
 
 class _Coll:
-    """The collective model bound to one scenario's fabric (collectives.py)."""
+    """The collective model bound to one scenario's fabric (engine/performance/collectives/)."""
 
     def __init__(self, ctx):
         self.ctx, self.net = ctx, ctx.net
 
     def moe_a2a(self, tok, elem_bytes, n, stride):
-        from engine.performance import collectives as cl
+        from engine.performance.collectives.moe_dispatch import moe_alltoall_time
 
-        return cl.moe_a2a(self.net, tok, self.ctx.hidden * elem_bytes, self.ctx.top_k, n, stride)
+        return moe_alltoall_time(self.net, tok, self.ctx.hidden * elem_bytes, self.ctx.top_k, n, stride)
 
     def time(self, kind, nbytes, n, stride):
-        from engine.performance import collectives as cl
+        from engine.performance.collectives.kinds import CollectiveKind
+        from engine.performance.collectives.tuning import collective_time
 
-        return cl.collective(self.net, kind, nbytes, n, stride)
+        return collective_time(self.net, CollectiveKind(kind), nbytes, n, stride)
 
 
 def _ctx_coll(sc):

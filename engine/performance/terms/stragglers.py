@@ -23,11 +23,13 @@ from __future__ import annotations
 from statistics import NormalDist
 
 import numpy as np
-import numpy.typing as npt
 
-Arr = npt.NDArray[np.float64]
+from engine.units import Arr
 
 COMPUTE_CV = 0.008
+# Blom's plotting position (n - alpha) / (n + 1 - 2 alpha), alpha = 0.375 (Blom 1958)
+BLOM_ALPHA = 0.375
+BLOM_DENOMINATOR_OFFSET = 0.25  # 1 - 2 alpha
 _NORMAL = NormalDist()
 
 
@@ -35,7 +37,7 @@ def expected_max_z(n: Arr | float) -> Arr:
     """E[max of n iid standard normals] by Blom's formula (0 for n = 1)."""
     n_a = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     inv = np.frompyfunc(lambda p: _NORMAL.inv_cdf(p), 1, 1)
-    z = np.asarray(inv((n_a - 0.375) / (n_a + 0.25)), dtype=np.float64)
+    z = np.asarray(inv((n_a - BLOM_ALPHA) / (n_a + BLOM_DENOMINATOR_OFFSET)), dtype=np.float64)
     return np.where(n_a <= 1.0, 0.0, z)
 
 

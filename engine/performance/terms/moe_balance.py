@@ -29,14 +29,14 @@ every model gets the same law.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from engine.performance.stragglers import expected_max_z
-
-Arr = npt.NDArray[np.float64]
+from engine.performance.terms.stragglers import expected_max_z
+from engine.units import Arr
 
 # Wang et al. 2024 (arXiv 2408.15664), 3B aux-loss-controlled model: MaxVio_global 0.52 over E = 64 experts
-EXPERT_LOAD_CV = 0.52 / float(expected_max_z(64.0))  # = 0.22
+MAXVIO_GLOBAL = 0.52
+MAXVIO_EXPERTS = 64.0
+EXPERT_LOAD_CV = MAXVIO_GLOBAL / float(expected_max_z(MAXVIO_EXPERTS))  # = 0.22
 
 
 def rank_load_cv(experts: float, ep: Arr, assignments: Arr, cv_e: float | None = None) -> Arr:

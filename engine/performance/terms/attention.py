@@ -1,0 +1,96 @@
+"""The attention core (softmax(QK^T) V) of one layer, one micro-batch, one GPU: fused or unfused kernels.
+
+Fused (FlashAttention-2 / cuDNN): causal kernels do half of the counted FLOPs at ``attn_eff`` x bf16 peak,
+backward 2.5 x forward; with context parallelism each ring step runs on a key block of s/c tokens at a lower
+rate. Unfused (scores in HBM, Megatron-LM 2021-22): batched score GEMMs plus HBM passes over the score tensor.
+docs/performance-model.md s.2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance import hardware as hw
+from engine.performance.context import Context, Layouts
+from engine.performance.terms.flops import ATTN_CORE_FLOPS_PER_SEQ_ELEM
+from engine.performance.terms.kernels import BWD_GEMM_FACTOR, gemm_time, hbm_time, launches
+from engine.performance.terms.shape import LayoutShape
+from engine.units import BoolArr, Count, Ratio, Seconds
+
+# Fused attention kernels lose throughput on short key blocks (FlashAttention-2 Fig. 4, FlashAttention-3 Fig. 5:
+# about 0.85 of the 2K-token rate at 1K tokens, 0.65 at 512): rate ~ L / (L + 440) relative to L = 2,048 (the
+# block length attn_eff was measured at), never below 0.5 (blocks shorter than the figures show).
+ATTN_HALF_LEN = 440.0
+ATTN_REFERENCE_LEN = 2048.0
+ATTN_MIN_BLOCK_RATE = 0.5
+# FlashAttention-2 backward takes 2.5 x its forward (it recomputes P and runs 5 GEMM-like passes to the
+# forward's 2: Dao 2023).
+ATTN_BWD_FACTOR = 2.5
+# One forward kernel pair (attention + the online-softmax merge) per ring step of context parallelism.
+ATTN_KERNELS_PER_BLOCK = 2.0
+# Unfused: scale-mask-softmax and dropout, one kernel each, forward; their two gradient kernels backward.
+UNFUSED_SCORE_KERNELS = 2.0
+
+
+@dataclass(frozen=True)
+class AttentionCore:
+    unfused: BoolArr  # scores materialised (unfused kernel stack and no context parallelism)
+    block_rate_factor: Ratio  # fused kernel rate on s/c-token blocks relative to 2K-token blocks
+    fused_forward_s: Seconds
+    unfused_forward_s: Seconds
+    unfused_backward_s: Seconds
+    forward_s: Seconds
+    backward_s: Seconds
+
+
+def unfused_attention(ctx: Context, cp: Count) -> BoolArr:
+    """True where the layout materialises attention scores: the stack's default is unfused and there is no context
+    parallelism (ring attention runs on fused kernels: Megatron-Core CP requires Transformer Engine's fused
+    attention)."""
+    return np.asarray(np.logical_and(~(cp > 1), ctx.unfused_attn))
+
+
+def short_block_rate(block_tokens: Count) -> Ratio:
+    """Fused-attention rate on key blocks of ``block_tokens`` relative to the 2K-token rate ``attn_eff`` holds."""
+    reference = ATTN_REFERENCE_LEN / (ATTN_REFERENCE_LEN + ATTN_HALF_LEN)
+    return np.clip((block_tokens / (block_tokens + ATTN_HALF_LEN)) / reference, ATTN_MIN_BLOCK_RATE, 1.0)
+
+
+def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Ratio]:
+    """(forward time, block-rate factor) of the fused kernel: causal half of the counted FLOPs at the family's
+    measured FlashAttention-2 rate (bf16 also in fp8 training), one kernel pair per ring step."""
+    gpu = ctx.gpu
+    attn_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.seq * ctx.q_dim / lay.tp
+    rate_factor = short_block_rate(ctx.seq / lay.cp)
+    attn_rate = gpu.peak_bf16_flops * gpu.attn_eff * rate_factor
+    return hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
+
+
+def unfused_attention_time(ctx: Context, lay: Layouts) -> tuple[Seconds, Seconds]:
+    """(forward, backward) of the unfused path: batched QK^T and AV GEMMs over all s x s positions (no causal
+    skipping) plus HBM passes over the b a/t s^2 score tensor (hardware.UNFUSED_SCORE_BYTES_FWD / _BWD)."""
+    ones = np.ones_like(lay.tp)
+    heads_local = ctx.heads / np.minimum(lay.tp, ctx.heads)
+    q_len = ctx.seq / lay.cp
+    cnt = lay.mb * heads_local
+    t_sc = (gemm_time(ctx, q_len, ctx.head_dim * ones, ctx.seq * ones, cnt, bf16=True)
+            + gemm_time(ctx, q_len, ctx.seq * ones, ctx.head_dim * ones, cnt, bf16=True))
+    score_elems = cnt * q_len * ctx.seq
+    fwd = t_sc + hbm_time(ctx, hw.UNFUSED_SCORE_BYTES_FWD * score_elems) + launches(UNFUSED_SCORE_KERNELS)
+    bwd = (BWD_GEMM_FACTOR * t_sc + hbm_time(ctx, hw.UNFUSED_SCORE_BYTES_BWD * score_elems)
+           + launches(UNFUSED_SCORE_KERNELS))
+    return fwd, bwd
+
+
+def attention_core(ctx: Context, lay: Layouts, shape: LayoutShape) -> AttentionCore:
+    unf = unfused_attention(ctx, lay.cp)
+    if ctx.unfused_attn:
+        u_fwd, u_bwd = unfused_attention_time(ctx, lay)
+    else:
+        u_fwd = u_bwd = np.zeros_like(lay.tp)
+    f_fwd, rate_factor = fused_attention_forward(ctx, lay, shape)  # layouts with context parallelism use it
+    return AttentionCore(unfused=unf, block_rate_factor=rate_factor, fused_forward_s=f_fwd, unfused_forward_s=u_fwd,
+                         unfused_backward_s=u_bwd, forward_s=np.where(unf, u_fwd, f_fwd),
+                         backward_s=np.where(unf, u_bwd, ATTN_BWD_FACTOR * f_fwd))

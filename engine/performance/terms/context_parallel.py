@@ -1,0 +1,45 @@
+"""Context-parallel communication of one layer, one micro-batch (ring attention): all-gather of K and V forward,
+all-gather + reduce-scatter of dK and dV backward over the CP group (stride t), overlapped with the attention
+core it feeds. docs/performance-model.md s.3, s.3a."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.context import Context, Layouts
+from engine.performance.datatypes import BYTES_ACT
+from engine.performance.terms.attention import AttentionCore
+from engine.performance.terms.groups import GroupComm, ParallelGroup
+from engine.performance.terms.shape import KV_TENSORS, LayoutShape
+from engine.units import Bytes, Seconds
+
+# K,V all-gather forward; all-gather and reduce-scatter of dK,dV backward (costed as all-gathers of the same bytes).
+CP_COLLECTIVES_PER_LAYER = 3.0
+# Never hidden: the first ring step has no attention block to run under and the last finishes after its kernel;
+# 10% of the ring is kept exposed (docs/performance-model.md s.3a; an assumption, not a measurement).
+CP_EXPOSED_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class ContextParallelComm:
+    """Per layer and micro-batch."""
+
+    kv_bytes: Bytes  # the gathered K and V of the full sequence per rank
+    raw_s: Seconds  # the three collectives
+    exposed_s: Seconds  # alone, after hiding under the attention core (forward + backward), at least the floor
+    floor_s: Seconds  # never hidden
+
+
+def context_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, attn: AttentionCore,
+                          groups: GroupComm) -> ContextParallelComm:
+    cp = lay.cp
+    kv_bytes = lay.mb * ctx.seq * KV_TENSORS * shape.kv_local_elems * BYTES_ACT
+    raw = CP_COLLECTIVES_PER_LAYER * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
+    floor = CP_EXPOSED_FLOOR * raw
+    exposed = np.maximum(0.0, raw - (attn.forward_s + attn.backward_s))
+    return ContextParallelComm(kv_bytes=kv_bytes, raw_s=np.where(cp > 1, raw, 0.0),
+                               exposed_s=np.where(cp > 1, np.maximum(exposed, floor), 0.0),
+                               floor_s=np.where(cp > 1, floor, 0.0))

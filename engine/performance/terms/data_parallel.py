@@ -1,0 +1,77 @@
+"""Data-parallel gradient synchronisation at the step's end (ZeRO 0-2 reducing once per step) over the d c ranks.
+
+ZeRO-0 all-reduces the gradients, ZeRO >= 1 reduce-scatters them and all-gathers the updated weights. Overlapped
+with the last micro-batch's backward (gradients) and the first one's forward (weights) where the framework does
+so, bucketed: the last bucket is always exposed. With v > 1 model chunks the reduction of chunk c runs while the
+stage still computes the cool-down backwards of the chunks below it, (v-1)/v of min(p, m) micro-batch slots, and
+the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md).
+Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). docs/performance-model.md s.3a.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.context import (
+    ZERO_SHARDS_GRADIENTS,
+    ZERO_SHARDS_OPTIMIZER,
+    ZERO_SHARDS_PARAMETERS,
+    Layouts,
+)
+from engine.performance.datatypes import BF16_BYTES, FP32_BYTES, WEIGHT_BYTES
+from engine.performance.frameworks import LayoutProfiles
+from engine.performance.terms.groups import GroupComm, ParallelGroup
+from engine.performance.terms.shape import LayoutShape
+from engine.units import BoolArr, Count, Ratio, Seconds
+
+# Half of a layer's exposed communication belongs to its forward (the window of the weight gather), half to its
+# backward (the window of the gradient reduction).
+FORWARD_COMM_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class DataParallelSync:
+    grad_elem_bytes: Count  # bytes per gradient element reduced
+    grad_reduction_s: Seconds  # one reduction of the stage's gradients (reduce-scatter with ZeRO >= 1, else all-reduce)
+    weight_gather_s: Seconds  # one all-gather of the updated weights (ZeRO >= 1)
+    reduces_per_microbatch: BoolArr  # ZeRO-2 on a framework that reduces every micro-batch (zero2.py's term)
+    bucket_fraction: Ratio  # the last bucket's share of the stage's parameters
+    overlap_microbatches: Count  # extra micro-batch slots of interleaved chunks the traffic runs under
+    forward_window_s: Seconds  # a micro-batch's forward on the stage (+ half its exposed communication)
+    backward_window_s: Seconds
+    exposed_grad_s: Seconds
+    exposed_gather_s: Seconds
+    exposed_s: Seconds  # per step
+    hidden_s: Seconds  # run under compute (still costs interference)
+
+
+def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, params: Count,
+                       forward_s: Seconds, backward_s: Seconds) -> DataParallelSync:
+    """``forward_s`` / ``backward_s``: the bottleneck stage's forward / backward (+ recompute) per micro-batch
+    including half of its exposed per-layer communication each."""
+    zero, dpc, vpp = lay.zero, shape.grad_reduce_ranks, lay.vpp
+    grad_bytes = np.where(zero >= ZERO_SHARDS_PARAMETERS, BF16_BYTES, FP32_BYTES)
+    per_mb_rs = ((zero >= ZERO_SHARDS_GRADIENTS) & prof.zero2_per_microbatch & (zero < ZERO_SHARDS_PARAMETERS)
+                 & (dpc > 1))
+    sharded = zero >= ZERO_SHARDS_OPTIMIZER
+    t_grad = np.where(sharded, groups.time(CollectiveKind.REDUCE_SCATTER, params * grad_bytes, ParallelGroup.DP),
+                      groups.time(CollectiveKind.ALL_REDUCE, params * grad_bytes, ParallelGroup.DP))
+    t_gather = np.where(sharded, groups.time(CollectiveKind.ALL_GATHER, params * WEIGHT_BYTES, ParallelGroup.DP), 0.0)
+    bucket = np.minimum(1.0, prof.bucket_params / np.maximum(params, 1.0))
+    grad_step = np.where(per_mb_rs, 0.0, t_grad)
+    slots = np.where(vpp > 1, (vpp - 1.0) / vpp * np.minimum(lay.pp, shape.microbatch_count), 0.0)
+    win_grad = backward_s * (1.0 + slots)
+    win_gather = forward_s * (1.0 + slots)
+    exposed_grad = np.where(prof.grad_overlap, np.maximum(grad_step - win_grad, bucket * grad_step), grad_step)
+    exposed_gather = np.where(prof.param_overlap, np.maximum(t_gather - win_gather, bucket * t_gather), t_gather)
+    z3 = zero >= ZERO_SHARDS_PARAMETERS
+    exposed = np.where(dpc > 1, np.where(z3, 0.0, exposed_grad + exposed_gather), 0.0)
+    hidden = np.where((dpc > 1) & ~z3, (grad_step - exposed_grad) + (t_gather - exposed_gather), 0.0)
+    return DataParallelSync(grad_elem_bytes=grad_bytes, grad_reduction_s=t_grad, weight_gather_s=t_gather,
+                            reduces_per_microbatch=np.asarray(per_mb_rs), bucket_fraction=bucket,
+                            overlap_microbatches=slots,
+                            forward_window_s=forward_s, backward_window_s=backward_s, exposed_grad_s=exposed_grad,
+                            exposed_gather_s=exposed_gather, exposed_s=exposed, hidden_s=hidden)

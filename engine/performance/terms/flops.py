@@ -1,0 +1,68 @@
+"""FLOP counts: per token (forward) and per step (model FLOPs for MFU, hardware FLOPs with recomputation).
+
+Non-causal attention convention (Megatron, PaLM: what MFU figures in the literature use); a multiply-add is 2.
+docs/performance-model.md s.1. For GPT (g = a, k = 2, f = 4h) the step count is Narayanan et al.'s (SC21)
+72 B s L h^2 (1 + s/6h + V/12Lh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context
+from engine.performance.terms.kernels import BWD_GEMM_FACTOR, FLOPS_PER_MAC
+from engine.performance.terms.shape import KV_TENSORS
+from engine.units import Arr, BoolArr, Flops
+
+# Attention core per token: Q K^T and A V, each s x ad multiply-adds per token: 2 GEMMs x 2 FLOPs = 4 s ad.
+ATTN_CORE_FLOPS_PER_SEQ_ELEM = 2.0 * FLOPS_PER_MAC
+# A training step runs every GEMM forward and backward (backward = 2 x forward): 3 forwards.
+TRAINING_PASSES = 1.0 + BWD_GEMM_FACTOR
+
+
+@dataclass(frozen=True)
+class TokenFlops:
+    """Forward FLOPs per token."""
+
+    layers_flops: float  # all transformer layers
+    attention_core_flops: float  # the attention core of all layers (QK^T and AV)
+    logits_flops: float  # output layer
+    forward_flops: float  # layers + logits
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    model_flops: Flops  # 3 x forward x tokens per step (MFU's numerator)
+    hardware_flops: Flops  # + recomputed forward work (HFU's numerator)
+
+
+def flops_per_token(ctx: Context) -> TokenFlops:
+    h, kvd, qd = ctx.hidden, ctx.kv_heads * ctx.head_dim, ctx.q_dim
+    attn_proj = FLOPS_PER_MAC * h * (qd + KV_TENSORS * kvd) + FLOPS_PER_MAC * qd * h  # Q, K, V; output projection
+    attn_core = ATTN_CORE_FLOPS_PER_SEQ_ELEM * ctx.seq * qd
+    dense_ffn = FLOPS_PER_MAC * ctx.mats * h * ctx.dense_ffn
+    if ctx.moe:
+        moe_ffn = (FLOPS_PER_MAC * ctx.mats * h * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+                   + FLOPS_PER_MAC * h * ctx.experts)  # active experts + router
+        n_moe = ctx.layers - ctx.dense_layers
+    else:
+        moe_ffn = 0.0
+        n_moe = 0.0
+    n_dense = ctx.layers - n_moe
+    layers_fwd = ctx.layers * (attn_proj + attn_core) + n_dense * dense_ffn + n_moe * moe_ffn
+    logits = FLOPS_PER_MAC * h * ctx.vocab
+    return TokenFlops(layers_flops=layers_fwd, attention_core_flops=ctx.layers * attn_core, logits_flops=logits,
+                      forward_flops=layers_fwd + logits)
+
+
+def step_flops(ctx: Context, recompute: Arr, unfused: BoolArr) -> StepFlops:
+    """Model and hardware FLOPs per step. ``full`` recomputes every layer's forward; ``selective`` recomputes no
+    GEMM, only the unfused attention core's score GEMMs (``unfused``: terms.attention.unfused_attention)."""
+    f = flops_per_token(ctx)
+    tokens = ctx.global_batch * ctx.seq
+    model = TRAINING_PASSES * f.forward_flops * tokens
+    sel = np.where(unfused, f.attention_core_flops, 0.0)
+    extra = np.where(recompute >= RECOMPUTE_FULL, f.layers_flops, np.where(recompute >= RECOMPUTE_SELECTIVE, sel, 0.0))
+    return StepFlops(model_flops=np.full_like(recompute, model), hardware_flops=model + extra * tokens)

@@ -1,0 +1,107 @@
+"""One transformer layer's compute on one GPU for one micro-batch: forward, backward, recomputation; and the
+output layer (logits and loss). docs/performance-model.md s.2."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance import hardware as hw
+from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP32_BYTES
+from engine.performance.terms.attention import AttentionCore
+from engine.performance.terms.ffn import DenseFfn, MoeFfn
+from engine.performance.terms.kernels import BWD_GEMM_FACTOR, gemm_time, hbm_time, launches
+from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, mix
+from engine.units import Seconds
+
+# fp8 (Transformer Engine recipe): every GEMM operand is cast with its transpose (hardware.FP8_CAST_BYTES).
+# Forward: the inputs of the output projection and FFN-out (the QKV and FFN-in casts are fused into the
+# preceding layernorm): 2 kernels. Backward: the output gradient of every GEMM (QKV, output projection, FFN-in,
+# FFN-out): 4 kernels, of which the output projection and FFN-out gradients are h wide.
+FP8_CAST_KERNELS_FWD = 2.0
+FP8_CAST_KERNELS_BWD = 4.0
+FP8_H_WIDE_GRADS = 2.0
+# Backward moves twice the forward's elementwise traffic (read the saved input and the output gradient).
+BWD_EW_FACTOR = 2.0
+# Selective recomputation (everything except GEMMs; Korthikanti et al. 2022, Megatron-Core --recompute-modules
+# layernorm moe_act core_attn): the two layernorm outputs (read + write h each: 4h elements) and the FFN
+# activation output, 3 kernels; plus the unfused attention core.
+SELECTIVE_LN_ELEMS_PER_H = 4.0
+SELECTIVE_KERNELS = 3.0
+# Loss on fp32 logits: softmax, loss and gradient passes over the M x V/t logits, 4 passes of 4 bytes.
+LOSS_PASSES = 4.0
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Per layer and micro-batch on the bottleneck rank, averaged over dense and MoE layers."""
+
+    attention_gemms_s: Seconds  # QKV and output projection
+    gemm_forward_s: Seconds  # attention GEMMs + FFN GEMMs
+    elementwise_forward_s: Seconds
+    fp8_cast_forward_s: Seconds
+    fp8_cast_backward_s: Seconds
+    forward_s: Seconds
+    backward_s: Seconds  # 2 x GEMM, 2.5 x attention (fused), 2 x elementwise, + casts
+    selective_recompute_s: Seconds  # what selective recomputation costs (applied when chosen)
+    recompute_s: Seconds  # full: the forward; selective: the above; none: 0
+    total_s: Seconds  # forward + backward + recompute
+
+
+@dataclass(frozen=True)
+class LogitsCompute:
+    gemm_s: Seconds  # (M x h) @ (h x V/t), forward
+    loss_s: Seconds  # fp32 softmax / cross-entropy passes
+    total_s: Seconds  # forward + backward GEMMs + loss
+
+
+def attention_gemms(ctx: Context, lay: Layouts, shape: LayoutShape) -> Seconds:
+    ones = np.ones_like(lay.tp)
+    m_tok, h, qd = shape.microbatch_tokens, ctx.hidden, ctx.q_dim
+    return (gemm_time(ctx, m_tok, h * ones, (qd / lay.tp + KV_TENSORS * shape.kv_local_elems))
+            + gemm_time(ctx, m_tok, qd / lay.tp, h * ones))
+
+
+def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Seconds]:
+    """(forward, backward) time of Transformer Engine's fp8 cast-transposes; zero in bf16."""
+    if ctx.elem_bytes >= BF16_BYTES:
+        zeros = np.zeros_like(lay.tp)
+        return zeros, zeros
+    tp, f = lay.tp, shape.moe_layer_fraction
+    qd, kvd = ctx.q_dim, ctx.kv_heads * ctx.head_dim
+    f_eff = dense_fraction(shape) * ctx.dense_ffn + f * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
+    cast_fwd = hw.FP8_CAST_BYTES * (qd / tp + f_eff / tp)
+    cast_bwd = hw.FP8_CAST_BYTES * ((qd + KV_TENSORS * kvd) / tp + FP8_H_WIDE_GRADS * ctx.hidden
+                                    / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp)
+    m_tok = shape.microbatch_tokens
+    return (hbm_time(ctx, m_tok * cast_fwd) + launches(FP8_CAST_KERNELS_FWD),
+            hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD))
+
+
+def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: AttentionCore, dense: DenseFfn,
+                  moe: MoeFfn) -> LayerCompute:
+    f, rc = shape.moe_layer_fraction, lay.recompute
+    t_attn_gemm = attention_gemms(ctx, lay, shape)
+    gemm_fwd = t_attn_gemm + dense_fraction(shape) * dense.gemm_s + f * moe.gemm_s
+    ew_fwd = mix(shape, dense.elementwise_s, moe.elementwise_s)
+    cast_fwd, cast_bwd = fp8_casts(ctx, lay, shape)
+    fwd = gemm_fwd + attn.forward_s + ew_fwd + cast_fwd
+    bwd = BWD_GEMM_FACTOR * gemm_fwd + attn.backward_s + BWD_EW_FACTOR * ew_fwd + cast_bwd
+    act_rc = mix(shape, dense.activation_elems, moe.activation_elems)
+    sel_ew = (hbm_time(ctx, shape.microbatch_tokens * BYTES_ACT * (SELECTIVE_LN_ELEMS_PER_H * ctx.hidden
+                                                                    / shape.sequence_shard_ranks + act_rc))
+              + launches(SELECTIVE_KERNELS))
+    sel = sel_ew + np.where(attn.unfused, attn.forward_s, 0.0)
+    rc_s = np.where(rc >= RECOMPUTE_FULL, fwd, np.where(rc >= RECOMPUTE_SELECTIVE, sel, 0.0))
+    return LayerCompute(attention_gemms_s=t_attn_gemm, gemm_forward_s=gemm_fwd, elementwise_forward_s=ew_fwd,
+                        fp8_cast_forward_s=cast_fwd, fp8_cast_backward_s=cast_bwd, forward_s=fwd, backward_s=bwd,
+                        selective_recompute_s=sel, recompute_s=rc_s, total_s=fwd + bwd + rc_s)
+
+
+def logits_compute(ctx: Context, lay: Layouts, shape: LayoutShape) -> LogitsCompute:
+    m_tok = shape.microbatch_tokens
+    gemm = gemm_time(ctx, m_tok, ctx.hidden * np.ones_like(lay.tp), ctx.vocab / lay.tp)
+    loss = hbm_time(ctx, m_tok * ctx.vocab / lay.tp * LOSS_PASSES * FP32_BYTES)
+    return LogitsCompute(gemm_s=gemm, loss_s=loss, total_s=(1.0 + BWD_GEMM_FACTOR) * gemm + loss)

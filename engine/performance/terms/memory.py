@@ -1,0 +1,140 @@
+"""Memory per GPU: model states by ZeRO stage and framework, activations of the first pipeline stage, ZeRO-3
+buffers, logits. docs/performance-model.md s.6 (equations and sources).
+
+Activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE; attention scores are
+never stored by a fused kernel, so no 5as^2 term). Replicated part (divided by t only with sequence parallelism):
+layernorm inputs 2 x 2h and the QKV and FFN-in GEMM inputs 2 x 2h (8h), with hidden dropout two 1-byte masks (+2h).
+Sharded part: Q and the attention output 2 x 2qd, K and V 4gd, the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
+Engine): the GEMMs keep their fp8-cast inputs for the weight gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out
+input 1 B (-f); the attention output stays bf16 and the output projection keeps its own fp8 copy (+qd). MoE: the
+FFN part per active expert, plus each routed copy of the token (the experts' input in the dispatch precision and
+their output kept for the combine's backward, bf16), full width on every TP rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance import hardware as hw
+from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
+from engine.performance.datatypes import BYTES_ACT, FP8_BYTES, FP32_BYTES
+from engine.performance.frameworks import LayoutProfiles
+from engine.performance.hardware import GpuSpec
+from engine.performance.terms.attention import unfused_attention
+from engine.performance.terms.parameters import GpuParams
+from engine.performance.terms.shape import LayoutShape
+from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
+from engine.units import GIGA, Bytes, Count
+
+# Datasheet HBM sizes are binary: an "80 GB" H100 has 81,559 MiB (85.5e9 bytes, nvidia-smi), a "40 GB" A100
+# 40,960 MiB, a "141 GB" H200 143,771 MiB. The catalog keeps the marketing figure; the bytes a job can use are that
+# figure in GiB less what the driver reserves (81,559 of 81,920 MiB on H100: 0.9956).
+HBM_BYTES_PER_CATALOG_GB = 2.0**30 / 1e9 * 0.9956
+
+# Activation bytes per token per layer, in units of h / qd / gd / f (module doc):
+ACT_REPLICATED_PER_H = 8.0  # layernorm inputs 2 x 2h + QKV and FFN-in GEMM inputs 2 x 2h
+DROPOUT_MASKS_PER_H = 2.0  # two 1-byte hidden-dropout masks
+FP8_GEMM_INPUTS_SAVED_PER_H = 2.0  # QKV and FFN-in inputs kept as fp8 (1 B) instead of bf16
+ACT_Q_AND_OUTPUT_PER_QD = 4.0  # Q and the attention output, 2 B each
+FP8_OUTPUT_PROJ_COPY_PER_QD = 1.0  # the output projection's own fp8 input copy
+ACT_KV_PER_GD = 2.0 * BYTES_ACT  # K and V
+FFN_ACT_PER_F = {2.0: 4.0, 3.0: 6.0}  # by FFN matrices: GeLU (FFN-in output + activation 2 x 2f), SwiGLU (3 x 2f)
+FP8_FFN_OUT_INPUT_SAVED_PER_F = 1.0  # FFN-out input kept as fp8
+# Selective recomputation drops what it regenerates: the layernorm outputs (= QKV and FFN-in GEMM inputs, 2 x 2h;
+# fp8 2 x 1h) and the activation output (= FFN-out GEMM input, 2f; fp8 1f).
+SELECTIVE_LN_OUTPUT_PER_H = 4.0
+SELECTIVE_ACT_OUTPUT_PER_F = 2.0
+# Unfused attention keeps softmax output (2 B), dropout mask (1 B) and dropout output (2 B) per score: 5as/t.
+UNFUSED_SCORE_BYTES_KEPT = 5.0
+# Interleaved warm-up (Megatron): 2(p-1) + (v-1)p chunk-forwards plus one in flight = 2p - 1 micro-batches of
+# chunk 0 and p of every other chunk.
+CHUNK0_PASSES_PER_STAGE = 2.0
+# The last stage holds fp32 logits and their gradient.
+LOGITS_TENSORS = 2.0
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Activation bytes per token per layer on one GPU (averaged over dense and MoE layers)."""
+
+    stored_bytes: Count  # without recomputation
+    selective_saved_bytes: Count  # what selective recomputation drops
+    score_bytes: Count  # unfused attention scores (zero when fused or recomputed away)
+    kept_bytes: Count  # what the layout's recompute setting keeps
+
+
+@dataclass(frozen=True)
+class MemoryPerGpu:
+    states_bytes: Bytes  # weights, gradients, Adam states as ZeRO shards them
+    zero3_buffer_bytes: Bytes
+    in_flight_layer_microbatches: Count  # first stage: layer-micro-batches of activations held
+    activation_bytes: Bytes  # first stage (with its logits when there is no pipeline)
+    logits_bytes: Bytes
+    last_stage_bytes: Bytes  # the last stage's total (its logits, fewer micro-batches in flight); 0 without PP
+    total_bytes: Bytes  # the busiest stage
+
+
+def usable_memory_bytes(gpu: GpuSpec) -> float:
+    hbm = gpu.hbm_bytes * HBM_BYTES_PER_CATALOG_GB
+    return hbm * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * GIGA
+
+
+def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerActivations:
+    tp, rc, sp_div = lay.tp, lay.recompute, shape.sequence_shard_ranks
+    h, f_d, qd = ctx.hidden, ctx.dense_ffn, ctx.q_dim
+    kvd = ctx.kv_heads * ctx.head_dim
+    fp8 = ctx.elem_bytes == FP8_BYTES
+    rep = (ACT_REPLICATED_PER_H + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
+           - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
+    ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
+    active_experts = ctx.top_k + ctx.shared_experts
+    f = shape.moe_layer_fraction
+    routed_copies = f * (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h
+    shard = ((ACT_Q_AND_OUTPUT_PER_QD + (FP8_OUTPUT_PROJ_COPY_PER_QD if fp8 else 0.0)) * qd + ACT_KV_PER_GD * kvd
+             + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
+    stored = rep / sp_div + shard / tp + routed_copies
+    ln_out = (SELECTIVE_LN_OUTPUT_PER_H - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
+    act_out = SELECTIVE_ACT_OUTPUT_PER_F - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
+    act_out_ffn = (1.0 - f) * act_out * f_d + f * act_out * ctx.expert_ffn * active_experts
+    saved = ln_out / sp_div + act_out_ffn / tp
+    scores = np.where(unfused_attention(ctx, lay.cp),
+                      UNFUSED_SCORE_BYTES_KEPT * ctx.heads * ctx.seq / np.minimum(tp, ctx.heads), 0.0)
+    kept = np.where(rc >= RECOMPUTE_FULL, BYTES_ACT * h / sp_div,
+                    stored + np.where(rc >= RECOMPUTE_SELECTIVE, -saved, scores))
+    return LayerActivations(stored_bytes=stored, selective_saved_bytes=saved, score_bytes=scores, kept_bytes=kept)
+
+
+def in_flight_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape) -> Count:
+    """Layer-micro-batches of activations the first stage (rank 0) holds. 1F1B: p micro-batches of its layers.
+    Interleaved (v chunks): Megatron's warm-up of 2(p-1) + (v-1)p chunk-forwards plus one, i.e. 2p-1 micro-batches
+    of chunk 0 and p of every other chunk. When the layers do not split evenly the first virtual stage takes the
+    short share (Llama 3 Sec. 3.3.2; Megatron-Core --decoder-first-pipeline-num-layers): floor(L/(p v)) layers."""
+    pp, vpp = lay.pp, lay.vpp
+    chunk = np.ceil(ctx.layers / (pp * vpp))
+    chunk0 = np.where(np.mod(ctx.layers, pp * vpp) > 0, np.floor(ctx.layers / (pp * vpp)), chunk)
+    chunk0 = np.maximum(chunk0, np.minimum(chunk, 1.0))
+    layer_mbs = np.where(vpp > 1, chunk0 * (CHUNK0_PASSES_PER_STAGE * pp - 1.0) + chunk * (vpp - 1.0) * pp,
+                         chunk0 * pp)
+    return layer_mbs * np.minimum(pp, shape.microbatch_count) / pp
+
+
+def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
+                   params: GpuParams) -> MemoryPerGpu:
+    """Bytes per GPU on the busiest pipeline stage (the first, or the last with its logits)."""
+    pp, m_tok = lay.pp, shape.microbatch_tokens
+    act = layer_activations(ctx, lay, shape)
+    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.grad_reduce_ranks)
+              + state_bytes(lay, prof, params.expert_params, shape.expert_dp_ranks))
+    buffers = zero3_buffer_bytes(lay, params.layer_params)
+    # full recomputation also holds one layer's working set while it recomputes
+    working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)
+    in_flight = in_flight_layer_microbatches(ctx, lay, shape)
+    logits = m_tok * ctx.vocab / lay.tp * FP32_BYTES * LOGITS_TENSORS
+    act_mem = m_tok * act.kept_bytes * in_flight + working + np.where(pp > 1, 0.0, logits)
+    first = states + buffers + act_mem
+    last = np.where(pp > 1, states + buffers + m_tok * shape.stage_layers * act.kept_bytes + logits, 0.0)
+    return MemoryPerGpu(states_bytes=states, zero3_buffer_bytes=buffers, in_flight_layer_microbatches=in_flight,
+                        activation_bytes=act_mem, logits_bytes=logits, last_stage_bytes=last,
+                        total_bytes=np.asarray(np.maximum(first, last), dtype=np.float64))

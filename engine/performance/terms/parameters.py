@@ -1,0 +1,58 @@
+"""Parameter counts: per layer of the model, and per GPU of the bottleneck pipeline stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.context import Context, Layouts
+from engine.performance.terms.shape import KV_TENSORS, LayoutShape
+from engine.units import Count
+
+# Attention weight matrices of width ad: the query projection and the output projection (K and V: KV_TENSORS).
+ATTN_QO_MATRICES = 2.0
+# Vocabulary matrices on the bottleneck rank: without pipelining one stage holds the input embedding and the
+# (untied) output layer; with pipelining the first stage holds the embedding only.
+VOCAB_MATRICES_ONE_STAGE = 2.0
+VOCAB_MATRICES_PIPELINED = 1.0
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one layer of the model (not split by any parallelism)."""
+
+    attention_params: float
+    dense_ffn_params: float
+    expert_params: float  # one expert's FFN
+
+
+@dataclass(frozen=True)
+class GpuParams:
+    """Parameters one GPU of the bottleneck stage holds."""
+
+    layer_params: Count  # one layer, averaged over dense and MoE layers (what ZeRO-3 gathers per layer)
+    vocab_params: Count  # embedding (and output layer without PP)
+    total_params: Count  # the stage's layers + vocabulary
+    expert_params: Count  # of total: routed-expert weights (replicated over d c / e ranks only)
+
+
+def params_per_layer(ctx: Context) -> LayerParams:
+    h = ctx.hidden
+    attn = ATTN_QO_MATRICES * h * ctx.q_dim + KV_TENSORS * h * ctx.kv_heads * ctx.head_dim
+    return LayerParams(attention_params=attn, dense_ffn_params=ctx.mats * h * ctx.dense_ffn,
+                       expert_params=ctx.mats * h * ctx.expert_ffn)
+
+
+def gpu_params(ctx: Context, lay: Layouts, shape: LayoutShape) -> GpuParams:
+    """Routed experts split e ways (E/e local experts), everything else t ways; the router is replicated."""
+    tp, ep, f = lay.tp, lay.ep, shape.moe_layer_fraction
+    p = params_per_layer(ctx)
+    h = ctx.hidden
+    moe_p_gpu = (ctx.experts / ep + ctx.shared_experts) * p.expert_params / tp + h * ctx.experts
+    layer_p_gpu = p.attention_params / tp + (1.0 - f) * p.dense_ffn_params / tp + f * moe_p_gpu
+    vocab = ctx.vocab * h / tp * np.where(lay.pp > 1, VOCAB_MATRICES_PIPELINED, VOCAB_MATRICES_ONE_STAGE)
+    experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / tp
+    total = shape.stage_layers * layer_p_gpu + vocab
+    return GpuParams(layer_params=layer_p_gpu, vocab_params=vocab, total_params=total,
+                     expert_params=experts)

@@ -1,0 +1,53 @@
+"""What every term reads of a layout: tokens per micro-batch per GPU, micro-batches per step, the widths a rank
+holds, the layers of the bottleneck pipeline stage (docs/performance-model.md, notation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.context import Context, Layouts
+from engine.units import Count, Ratio
+
+# Attention keeps two tensors per KV head: K and V (GQA: g KV heads of width d, shared by a/g query heads).
+KV_TENSORS = 2.0
+
+
+@dataclass(frozen=True)
+class LayoutShape:
+    microbatch_tokens: Count  # M = b s / c: tokens of one micro-batch on one GPU
+    microbatch_count: Count  # m = B / (d b): micro-batches per step
+    sequence_shard_ranks: Count  # t with sequence parallelism, else 1: what divides the non-TP regions
+    kv_local_elems: Count  # K (or V) width per TP rank: g d / min(t, g)
+    grad_reduce_ranks: Count  # d c: the ranks gradients are reduced (and ZeRO shards) over
+    expert_dp_ranks: Count  # max(d c / e, 1): the ranks a routed expert's weights are replicated over
+    moe_layers: float  # layers with a routed-expert FFN
+    moe_layer_fraction: float  # of all layers
+    stage_layers: Count  # layers on the bottleneck pipeline rank: ceil(L / (p v)) v
+
+
+def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
+    n_moe = ctx.layers - ctx.dense_layers if ctx.moe else 0.0
+    dpc = lay.dp * lay.cp
+    return LayoutShape(
+        microbatch_tokens=lay.mb * ctx.seq / lay.cp,
+        microbatch_count=ctx.global_batch / (lay.dp * lay.mb),
+        sequence_shard_ranks=np.where(lay.sp, lay.tp, 1.0),
+        kv_local_elems=ctx.kv_heads * ctx.head_dim / np.minimum(lay.tp, ctx.kv_heads),
+        grad_reduce_ranks=dpc,
+        expert_dp_ranks=np.maximum(dpc / lay.ep, 1.0),
+        moe_layers=n_moe,
+        moe_layer_fraction=n_moe / ctx.layers,
+        stage_layers=np.ceil(ctx.layers / (lay.pp * lay.vpp)) * lay.vpp,
+    )
+
+
+def dense_fraction(shape: LayoutShape) -> float:
+    """Share of layers with a dense FFN (1 - the MoE share)."""
+    return 1.0 - shape.moe_layer_fraction
+
+
+def mix(shape: LayoutShape, dense: Count | float, moe: Count | float) -> Ratio:
+    """A per-layer quantity averaged over the model's dense and MoE layers."""
+    return np.asarray(dense_fraction(shape) * dense + shape.moe_layer_fraction * moe)

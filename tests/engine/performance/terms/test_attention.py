@@ -1,0 +1,55 @@
+"""The attention core (terms/attention.py): fused kernels at FlashAttention-2's measured rate, short blocks with
+context parallelism, and unfused score GEMMs + HBM passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.performance.terms.attention import attention_core, short_block_rate, unfused_attention
+from tests.engine.performance._build import build, dense_doc, gemm_by_hand, hbm_by_hand
+
+
+def test_fused_forward_is_half_the_counted_flops_at_attn_eff() -> None:
+    """Llama-2-7B, TP 8, s 4096, b 1: 4 M s ad / t FLOPs counted, causal half done at 989 TFLOP/s x 0.35, plus one
+    kernel pair; backward 2.5 x the forward."""
+    ctx, lay, shape = build(dense_doc(tp=8))
+    flops = 4.0 * 4096 * 4096 * 4096 / 8
+    fwd = 0.5 * flops / (989e12 * 0.35) + 2 * 3e-6
+    attn = attention_core(ctx, lay, shape)
+    assert attn.forward_s[0] == pytest.approx(fwd, rel=1e-9)
+    assert attn.backward_s[0] == pytest.approx(2.5 * fwd, rel=1e-9)
+
+
+def test_short_blocks_lose_rate_like_flashattention_figures() -> None:
+    """Rate ~ L/(L + 440) relative to L = 2048, floored at 0.5: 1K tokens 0.85, 512 tokens 0.66."""
+    assert short_block_rate(4096.0) == 1.0
+    assert short_block_rate(1024.0) == pytest.approx((1024 / 1464) / (2048 / 2488), rel=1e-12)
+    assert short_block_rate(1024.0) == pytest.approx(0.85, abs=0.01)
+    assert short_block_rate(512.0) == pytest.approx(0.66, abs=0.01)
+    assert short_block_rate(16.0) == 0.5
+
+
+def test_context_parallel_ring_runs_fused_short_blocks_with_a_kernel_pair_per_step() -> None:
+    ctx, lay, shape = build(dense_doc(tp=8, cp=4, gb=16))
+    flops = 4.0 * 1024 * 4096 * 4096 / 8  # M = s/c tokens against the whole sequence
+    rate = 989e12 * 0.35 * (1024 / 1464) / (2048 / 2488)
+    assert attention_core(ctx, lay, shape).forward_s[0] == pytest.approx(0.5 * flops / rate + 2 * 4 * 3e-6, rel=1e-9)
+
+
+def test_unfused_attention_is_score_gemms_plus_score_traffic() -> None:
+    """Scores in HBM: per head QK^T (s x d x s) and AV (s x s x d) bf16 GEMMs, 9 B (fwd) and 11 B (bwd) per score
+    at HBM speed, 2 kernels each way; backward runs the score GEMMs twice (dgrad + wgrad)."""
+    ctx, lay, shape = build(dense_doc(tp=8, attention="unfused"))
+    heads = 32 / 8
+    s, d = 4096.0, 128.0
+    t_sc = 2 * gemm_by_hand(ctx, s, d, s, count=heads, bf16=True)  # QK^T and AV have the same shape product
+    scores = heads * s * s
+    attn = attention_core(ctx, lay, shape)
+    assert bool(attn.unfused[0])
+    assert attn.forward_s[0] == pytest.approx(t_sc + hbm_by_hand(ctx, 9 * scores) + 6e-6, rel=1e-9)
+    assert attn.backward_s[0] == pytest.approx(2 * t_sc + hbm_by_hand(ctx, 11 * scores) + 6e-6, rel=1e-9)
+
+
+def test_context_parallelism_forces_fused_attention() -> None:
+    ctx, lay, _ = build(dense_doc(tp=8, cp=4, gb=16, attention="unfused"))
+    assert not bool(unfused_attention(ctx, lay.cp)[0])

@@ -1,0 +1,68 @@
+"""Step-level data-parallel synchronisation (terms/data_parallel.py) with the closed-form collective model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.frameworks import layout_profiles
+from engine.performance.terms.data_parallel import data_parallel_sync
+from tests.engine.performance._build import BW, LinearComm, build, dense_doc
+
+P = 1.0e9  # parameters on the stage's GPU
+
+
+def _sync(zero: int, fwd: float, bwd: float, framework: str = "megatron-core", vpp: int = 1, pp: int = 1):
+    ctx, lay, shape = build(dense_doc(zero=zero, framework=framework, vpp=vpp, pp=pp, gb=64))
+    comm = LinearComm()
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp)
+    return comm, data_parallel_sync(lay, shape, prof, comm, np.array([P]), np.array([fwd]), np.array([bwd]))
+
+
+def test_zero1_reduce_scatters_fp32_gradients_and_gathers_bf16_weights() -> None:
+    comm, dp = _sync(zero=1, fwd=0.0, bwd=0.0)
+    assert dp.grad_reduction_s[0] == pytest.approx(P * 4.0 / BW, rel=1e-12)
+    assert dp.weight_gather_s[0] == pytest.approx(P * 2.0 / BW, rel=1e-12)
+    # no window to hide under: both exposed whole
+    assert dp.exposed_s[0] == pytest.approx(P * 6.0 / BW, rel=1e-12)
+    assert ("dp", CollectiveKind.REDUCE_SCATTER, P * 4.0) in comm.calls
+
+
+def test_zero0_all_reduces_fp32_gradients_and_gathers_nothing() -> None:
+    _, dp = _sync(zero=0, fwd=0.0, bwd=0.0)
+    assert dp.grad_reduction_s[0] == pytest.approx(2.0 * P * 4.0 / BW, rel=1e-12)
+    assert dp.weight_gather_s[0] == 0.0
+    assert dp.exposed_s[0] == pytest.approx(2.0 * P * 4.0 / BW, rel=1e-12)
+
+
+def test_overlap_leaves_the_last_bucket_exposed() -> None:
+    """Megatron-Core buckets of 40M parameters: with a long enough window only 40M / 1e9 of each collective shows,
+    and the hidden rest is what interferes with compute."""
+    _, dp = _sync(zero=1, fwd=10.0, bwd=10.0)
+    bucket = 40e6 / P
+    assert dp.bucket_fraction[0] == pytest.approx(bucket)
+    assert dp.exposed_s[0] == pytest.approx(bucket * P * 6.0 / BW, rel=1e-12)
+    assert dp.hidden_s[0] == pytest.approx((1.0 - bucket) * P * 6.0 / BW, rel=1e-12)
+
+
+def test_a_short_window_exposes_the_rest() -> None:
+    bwd = 0.01
+    _, dp = _sync(zero=1, fwd=0.0, bwd=bwd)
+    assert dp.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW - bwd, rel=1e-12)
+
+
+def test_interleaved_chunks_widen_the_window_by_their_cool_down_slots() -> None:
+    """v = 2 chunks, p = 2, m >= p: (v-1)/v x min(p, m) = 1 extra micro-batch slot, so the window doubles."""
+    bwd = 0.01
+    _, dp = _sync(zero=1, fwd=0.0, bwd=bwd, vpp=2, pp=2)
+    assert dp.overlap_microbatches[0] == pytest.approx(1.0)
+    assert dp.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW - 2.0 * bwd, rel=1e-12)
+
+
+def test_deepspeed_does_not_overlap_and_zero3_has_no_step_level_sync() -> None:
+    _, ds = _sync(zero=1, fwd=10.0, bwd=10.0, framework="deepspeed")
+    assert ds.exposed_s[0] == pytest.approx(P * 6.0 / BW, rel=1e-12)
+    _, z3 = _sync(zero=3, fwd=0.0, bwd=0.0)
+    assert z3.exposed_s[0] == 0.0 and z3.hidden_s[0] == 0.0
+    assert z3.grad_elem_bytes[0] == 2.0  # FSDP reduces bf16 gradients
