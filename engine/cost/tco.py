@@ -35,6 +35,7 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan
 from engine.fabric.topology import fabric_block
+from engine.performance.error_bands import figure_intervals, throughput_band
 from engine.performance.result import Result
 from engine.schema.bounds import check_int
 from engine.schema.types import CostParams, FloatLike, Scenario, Topology
@@ -79,6 +80,19 @@ def fabric_section(plan: FabricPlan, topology: Topology) -> dict[str, Any]:
     return out
 
 
+def _intervals(s: Scenario, performance: Mapping[str, Any], tco_out: Mapping[str, Any]) -> dict[str, list[float]]:
+    """80% intervals of the headline figures: the performance's, and the run's days and cost, which scale with
+    the run's length (engine.performance.error_bands)."""
+    if not performance.get("fits") or performance.get("network_wait_fraction") is None:
+        return {}
+    band = throughput_band({"network_wait_fraction": performance["network_wait_fraction"],
+                            "gpus": performance.get("gpus"), "framework": s.training.framework or "auto"})
+    out = {k: list(v) for k, v in (performance.get("intervals") or {}).items()}
+    out.update(figure_intervals({k: tco_out.get(k) for k in ("run_days", "run_cost_usd", "usd_per_million_tokens")},
+                                band))
+    return out
+
+
 def tco(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None, monte_carlo: int = 0,
         sensitivity: bool = False, seed: int = 0, *, performance: Result | None = None) -> dict[str, Any]:
     """Fabric, TCO, goodput and performance of ``scenario``; optional Monte Carlo and tornado sensitivity.
@@ -120,6 +134,7 @@ def tco(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None, 
         "tco": tco_out,
         "goodput": goodput_out,
         "performance": point.performance,
+        "intervals": _intervals(s, point.performance, tco_out),
     }
     if document is not None and monte_carlo > 0:
         out["monte_carlo"] = uncertainty.monte_carlo(document, catalog, samples=monte_carlo, seed=seed,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -27,13 +27,16 @@ from engine.performance.context import (
     Layouts,
     make_context,
 )
+from engine.performance.error_bands import figure_intervals, throughput_band
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_evaluations, divisors, evaluate
-from engine.performance.result import Alternative, Result, SearchResult
-from engine.performance.terms.memory import usable_memory_bytes
+from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, SearchResult
+from engine.performance.terms.memory import MEMORY_MODEL_UNCERTAINTY, memory_uncertain, usable_memory_bytes
 from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
 from engine.schema.types import Scenario
 from engine.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR, TERA, Arr
+
+ResultT = TypeVar("ResultT", bound=Result)
 
 # The largest value the search tries for a setting left "auto" (docs/performance-model.md s.7). These bound the
 # enumeration, not the document: a scenario may fix larger values within engine.schema.bounds (MAX_MICRO_BATCH).
@@ -144,6 +147,10 @@ def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: LayoutEvaluation, i
     fits = bool(out.fits[i])
     if not fits:
         notes.append("does not fit in GPU memory with this layout")
+    if bool(memory_uncertain(out.memory_bytes[i:i + 1], ctx.gpu)[0]):
+        notes.append(f"memory_uncertain: {float(out.memory_bytes[i]) / GIGA:.1f} GB modelled against "
+                     f"{_usable_gb(ctx):.1f} GB usable is within the memory model's "
+                     f"{MEMORY_MODEL_UNCERTAINTY:.0%} band; whether it fits is not certain")
     source = {k: v for k, v in ctx.routing_source.items() if k != "note"} or {"kind": "shipped"}
     note = ctx.routing_source.get("note")
     if note:  # a pinned fabric study (pinned_study.py): used, or why the shipped tables were
@@ -187,6 +194,8 @@ _LABELS = {
 
 
 def _why(best: Result, alt: Result) -> str:
+    if alt.breakdown_s is None or best.breakdown_s is None or alt.step_time_s is None or best.step_time_s is None:
+        return f"does not fit in GPU memory (needs {alt.memory_gb_per_gpu:.1f} GB per GPU)"
     diff = {k: alt.breakdown_s[k] - best.breakdown_s[k] for k in BREAKDOWN_KEYS}
     key = max(diff, key=lambda k: diff[k])
     pct = (alt.step_time_s / best.step_time_s - 1.0) * PERCENT
@@ -247,14 +256,17 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     lay = candidate_layouts(s)
     out = _evaluate(ctx, lay)
     order, n_fit = rank_layouts(out)
-    best = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
+    if n_fit == 0:  # nothing runs: the leanest layouts, with what each needs (never a throughput)
+        order = np.argsort(out.memory_bytes, kind="stable").astype(np.intp)
+    best = _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration), s)
     if n_fit == 0:
-        best.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+        best.notes.append(_unfit_note(best))
     alts: list[Alternative] = []
     limit = n_fit if n_fit > 0 else len(order)
     for j in order[1: min(limit, top_k + 1)]:
-        r = _calibration_note(_result_at(s, ctx, lay, out, int(j)), calibration)
-        alts.append(Alternative(r, _why(best, r)))
+        r = _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, int(j)), calibration), s)
+        alts.append(Alternative(r, _why(best, r) if n_fit > 0 else
+                                f"needs {r.memory_gb_per_gpu:.1f} GB per GPU (does not fit either)"))
     return SearchResult(
         **{k: getattr(best, k) for k in Result.__dataclass_fields__},
         alternatives=alts,
@@ -272,9 +284,27 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     lay = candidate_layouts(s)
     out = _evaluate(ctx, lay)
     if len(lay) == 1:
-        return _calibration_note(_result_at(s, ctx, lay, out, 0), calibration)
+        return _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, 0), calibration), s)
     order, n_fit = rank_layouts(out)
-    r = _calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration)
-    if n_fit == 0:
-        r.notes.append("no candidate layout fits in memory; showing the fastest one regardless")
+    if n_fit == 0:  # nothing runs: report the leanest layout and what it needs, never a throughput
+        r = _calibration_note(_result_at(s, ctx, lay, out, int(np.argmin(out.memory_bytes))), calibration)
+        r.notes.append(_unfit_note(r))
+        return r
+    return _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration), s)
+
+
+def _with_intervals(r: ResultT, s: Scenario) -> ResultT:
+    """The result with its 80% intervals (the error band of its regime); none for a layout that does not fit."""
+    if not r.fits or r.network_wait_fraction is None:
+        return r
+    band = throughput_band({"network_wait_fraction": r.network_wait_fraction, "gpus": r.gpus,
+                            "framework": s.training.framework or "auto"})
+    r.intervals = figure_intervals({key: r.figure(key) for key in NULL_WHEN_UNFIT}, band)
     return r
+
+
+def _unfit_note(leanest: Result) -> str:
+    """What a planner needs when no layout fits: the leanest layout's memory against the GPU's."""
+    return (f"no candidate layout fits in memory: the leanest needs {leanest.memory_gb_per_gpu:.1f} GB per GPU "
+            f"of {leanest.memory_limit_gb:.1f} GB usable on {leanest.gpu}; use more GPUs, a GPU with more memory, "
+            "or a smaller model or batch")

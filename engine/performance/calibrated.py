@@ -89,7 +89,12 @@ def fleet_differences(profile: Profile, s: Scenario) -> dict[str, tuple[Any, Any
 
 
 def scale_result(r: R, factor: float) -> R:
-    """Step time x factor; the rates and fractions derived from it / factor."""
+    """Step time x factor; the rates and fractions derived from it / factor (a layout that does not fit has none)."""
+    if not r.fits or r.step_time_s is None:
+        return r
+    assert r.tokens_per_s is not None and r.tokens_per_s_per_gpu is not None and r.mfu is not None
+    assert r.model_tflops_per_gpu is not None and r.hardware_tflops_per_gpu is not None and r.hfu is not None
+    assert r.time_to_train_days is not None and r.gpu_hours is not None and r.breakdown_s is not None
     return dataclasses.replace(
         r,
         step_time_s=r.step_time_s * factor, tokens_per_s=r.tokens_per_s / factor,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# throughput figures that are null (None) in ``Result.to_dict()`` when the layout does not fit in memory
+# the figures a layout that does not fit in memory does not have: None in the Result itself (and so in
+# to_dict, the API, exports, prices and rankings), with the step-time breakdown
 NULL_WHEN_UNFIT = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                    "hardware_tflops_per_gpu", "mfu", "hfu", "time_to_train_days", "gpu_hours",
                    "network_wait_fraction")
@@ -16,24 +17,25 @@ NULL_WHEN_UNFIT = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model
 class Result:
     """Prediction for one layout. Times in seconds, rates per second, memory in GB (1e9 bytes).
 
-    When ``fits`` is false the float attributes hold what the layout would reach with unlimited memory
-    (for diagnostics and ranking only); ``to_dict()`` reports them as null (``NULL_WHEN_UNFIT``).
+    When ``fits`` is false the layout cannot run: every throughput figure (``NULL_WHEN_UNFIT``) and the
+    breakdown are None here, so nothing can price, schedule or rank it. What it would reach with unlimited
+    memory is kept apart, in ``unconstrained`` (diagnostics: the validation report's memory false negatives).
     """
 
-    step_time_s: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    model_tflops_per_gpu: float
-    hardware_tflops_per_gpu: float
-    mfu: float
-    hfu: float
+    step_time_s: float | None
+    tokens_per_s: float | None
+    tokens_per_s_per_gpu: float | None
+    model_tflops_per_gpu: float | None
+    hardware_tflops_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
     memory_gb_per_gpu: float
     memory_limit_gb: float
     fits: bool
-    time_to_train_days: float
-    gpu_hours: float
-    network_wait_fraction: float
-    breakdown_s: dict[str, float]
+    time_to_train_days: float | None
+    gpu_hours: float | None
+    network_wait_fraction: float | None
+    breakdown_s: dict[str, float] | None
     parallelism: dict[str, Any]
     gpu: str = ""
     gpus: int = 0
@@ -43,16 +45,25 @@ class Result:
     # where the routing share came from: {"kind": "shipped", "table": ...} or {"kind": "study", "share": ...,
     # "study": {run, name, ...}} for a fabric study pinned to the scenario (pinned_study.py, issue #13)
     routing_source: dict[str, Any] = field(default_factory=dict)
+    # 80% intervals {figure: [p10, p90]} from the validation's leave-one-source-out error bands for this regime
+    # (engine.performance.error_bands); None when the layout does not fit
+    intervals: dict[str, list[float]] | None = None
+    # only when ``fits`` is false: the NULL_WHEN_UNFIT figures and breakdown_s with unlimited memory (never shown)
+    unconstrained: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.fits and self.step_time_s is not None:
+            # a layout that does not fit has no throughput: keep the figures for diagnostics only
+            self.unconstrained = {key: getattr(self, key) for key in (*NULL_WHEN_UNFIT, "breakdown_s")}
+            for key in (*NULL_WHEN_UNFIT, "breakdown_s", "intervals"):
+                setattr(self, key, None)
+
+    def figure(self, key: str) -> float | None:
+        """A headline figure by name (None when the layout does not fit)."""
+        value = getattr(self, key)
+        return None if value is None else float(value)
 
     def to_dict(self) -> dict[str, Any]:
-        d = self._raw_dict()
-        if not self.fits:
-            # a layout that does not fit has no throughput: the figures are null, never shown as a result
-            for key in NULL_WHEN_UNFIT:
-                d[key] = None
-        return d
-
-    def _raw_dict(self) -> dict[str, Any]:
         return {
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
@@ -67,7 +78,7 @@ class Result:
             "time_to_train_days": self.time_to_train_days,
             "gpu_hours": self.gpu_hours,
             "network_wait_fraction": self.network_wait_fraction,
-            "breakdown_s": dict(self.breakdown_s),
+            "breakdown_s": dict(self.breakdown_s) if self.breakdown_s is not None else None,
             "parallelism": dict(self.parallelism),
             "gpu": self.gpu,
             "gpus": self.gpus,
@@ -75,6 +86,7 @@ class Result:
             "notes": list(self.notes),
             "fabric": dict(self.fabric),
             "routing_source": dict(self.routing_source),
+            "intervals": {k: list(v) for k, v in self.intervals.items()} if self.intervals is not None else None,
         }
 
 

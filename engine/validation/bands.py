@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.performance.error_bands import band_entry, regime_cell
 from engine.validation.rows import ValidationRow
 
 ERROR_BANDS = Path(__file__).resolve().parents[1] / "performance" / "data" / "error_bands.json"
@@ -81,19 +81,6 @@ def residuals_of(rows: Sequence[ValidationRow]) -> list[Residual]:
     return [Residual(r.run_id, r.source_key, r.residual, r.regime) for r in rows]
 
 
-def regime_label(regime: Mapping[str, Any], dimension: Mapping[str, Any]) -> str:
-    """The bin label of one dimension for a regime (the rule the table's "about" states)."""
-    value = regime.get(dimension["field"])
-    if "edges" in dimension:
-        return str(dimension["labels"][bisect_right(dimension["edges"], float(value or 0.0))])
-    return str(value or "auto")
-
-
-def _cell(regime: Mapping[str, Any], level: Sequence[str], dims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    by_name = {d["name"]: d for d in dims}
-    return {name: regime_label(regime, by_name[name]) for name in level}
-
-
 def weibull_band(values: Sequence[float], quantiles: Sequence[float] = QUANTILES) -> tuple[float, float]:
     """exp of the residual quantiles (Weibull plotting positions), rounded outward to 4 decimals (rounding
     never narrows a band: a row on its edge stays inside)."""
@@ -111,7 +98,7 @@ def fit_bands(residuals: Sequence[Residual], min_rows: int = MIN_ROWS, min_sourc
     for level in levels:
         groups: dict[tuple[tuple[str, str], ...], list[Residual]] = {}
         for r in residuals:
-            groups.setdefault(tuple(_cell(r.regime, level, dimensions).items()), []).append(r)
+            groups.setdefault(tuple(regime_cell(r.regime, level, dimensions).items()), []).append(r)
         for key in sorted(groups):
             members = groups[key]
             n_sources = len({m.source for m in members})
@@ -128,16 +115,6 @@ def fit_bands(residuals: Sequence[Residual], min_rows: int = MIN_ROWS, min_sourc
         "levels": [list(level) for level in levels],
         "bands": bands,
     }
-
-
-def band_entry(regime: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
-    """The table entry a regime falls in: its cell at the first level that has a band."""
-    for level in table["levels"]:
-        want = _cell(regime, level, table["dimensions"])
-        for entry in table["bands"]:
-            if entry["cell"] == want:
-                return dict(entry)
-    raise ValueError("error band table has no pooled entry (cell {})")
 
 
 def band_for(regime: Mapping[str, Any], table: Mapping[str, Any] | None = None) -> tuple[float, float]:

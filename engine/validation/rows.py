@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.catalog import Catalog
 from engine.performance.api import predict
+from engine.performance.result import Result
 from engine.validation.runs import COMPARABLE, TIME_LIKE, load_runs, source_key
 
 
@@ -67,6 +68,14 @@ class ValidationRow:
                 "framework": self.framework}
 
 
+def _figure(result: Result, key: str) -> float:
+    """A predicted figure to compare with the measured one. A run that ran but that the engine says does not fit
+    (a memory false negative, flagged by ``fits``) is still compared on what it would reach with the memory it
+    had: no row is dropped."""
+    value = getattr(result, key) if result.fits else (result.unconstrained or {}).get(key)
+    return float(value) if value is not None else float("nan")
+
+
 def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: Catalog | None = None) -> list[ValidationRow]:
     rows: list[ValidationRow] = []
     for run in runs if runs is not None else load_runs():
@@ -79,14 +88,14 @@ def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: Catalog |
                 source=run.get("source", ""),
                 metric=metric,
                 measured=float(measured[metric]),
-                predicted=float(getattr(result, metric)),
+                predicted=_figure(result, metric),
                 parallelism=result.parallelism,
                 fits=result.fits,
-                mfu=result.mfu,
+                mfu=_figure(result, "mfu"),
                 gpus=int(result.gpus),
-                network_wait_fraction=float(result.network_wait_fraction),
+                network_wait_fraction=_figure(result, "network_wait_fraction"),
                 framework=str(run["scenario"].get("training", {}).get("framework") or "auto"),
-                tokens_per_s_per_gpu=float(result.tokens_per_s_per_gpu),
+                tokens_per_s_per_gpu=_figure(result, "tokens_per_s_per_gpu"),
             )
         )
     return rows

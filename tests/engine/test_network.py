@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 
 import numpy as np
@@ -180,6 +182,11 @@ def test_llama3_405b_with_metas_layout_fits_in_80gb() -> None:
     assert r.parallelism["recompute"] == "none"
 
 
+def unconstrained(r: Any) -> dict[str, Any]:
+    """A result's figures: its own when it fits, else what it would reach with unlimited memory."""
+    return {"breakdown_s": r.breakdown_s, "step_time_s": r.step_time_s} if r.fits else dict(r.unconstrained)
+
+
 def test_context_parallelism_costs_short_attention_blocks() -> None:
     import sys
 
@@ -191,8 +198,11 @@ def test_context_parallelism_costs_short_attention_blocks() -> None:
     cp8 = predict(llama405({**fixed, "cp": 8}, 16384))
     # same GPUs, same global batch: CP 8 runs 1K-token attention blocks (8 kernel pairs per layer) and
     # its K/V ring crosses nodes, so it does more compute-seconds per step and exposes CP traffic
-    assert cp8.breakdown_s["cp_comm"] > 0 == cp1.breakdown_s["cp_comm"]
-    assert cp8.breakdown_s["compute"] > cp1.breakdown_s["compute"] * 1.005
+    # these 405B layouts need more memory than an H100 has: the physics is read from what they would reach
+    # with enough memory (Result.unconstrained); their public figures are None
+    cp1_b, cp8_b = unconstrained(cp1)["breakdown_s"], unconstrained(cp8)["breakdown_s"]
+    assert cp8_b["cp_comm"] > 0 == cp1_b["cp_comm"]
+    assert cp8_b["compute"] > cp1_b["compute"] * 1.005
 
 
 def test_sharp_halves_inter_node_all_reduce_traffic() -> None:
@@ -217,5 +227,6 @@ def test_in_network_reduction_speeds_up_data_parallel_all_reduce_end_to_end() ->
     plain = predict(doc)
     doc["cluster"]["in_network_reduction"] = True
     sharp = predict(doc)
-    assert sharp.breakdown_s["dp_comm_exposed"] < 0.6 * plain.breakdown_s["dp_comm_exposed"]
-    assert sharp.step_time_s < plain.step_time_s
+    p, s = unconstrained(plain), unconstrained(sharp)
+    assert s["breakdown_s"]["dp_comm_exposed"] < 0.6 * p["breakdown_s"]["dp_comm_exposed"]
+    assert s["step_time_s"] < p["step_time_s"]

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from engine.performance.error_bands import band_entry, regime_label
 from engine.validation.bands import (
     BANDS_ABOUT,
     ERROR_BANDS,
     Residual,
-    band_entry,
     band_for,
     coverage,
     error_bands_document,
     fit_bands,
     load_error_bands,
     loso_bands,
-    regime_label,
     weibull_band,
     write_error_bands,
 )

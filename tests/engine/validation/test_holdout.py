@@ -183,8 +183,10 @@ def test_moe_all_to_all_overlaps_other_micro_batches_only_with_pipelining() -> N
 
     piped = predict(_moe_scenario())
     flat = predict(_moe_scenario(parallelism={"pp": 1, "dp": 2048}, training={"global_batch": 16384}))
-    piped_share = piped.breakdown_s["ep_comm"] / piped.step_time_s
-    flat_share = flat.breakdown_s["ep_comm"] / flat.step_time_s
+    # the flat layout (EP 64 with 2,048-way data parallelism) does not fit in memory: its communication share is
+    # read from what it would reach with enough memory (Result.unconstrained)
+    figures = [r.to_dict() if r.fits else dict(r.unconstrained or {}) for r in (piped, flat)]
+    piped_share, flat_share = (f["breakdown_s"]["ep_comm"] / f["step_time_s"] for f in figures)
     assert piped_share < 0.1 < flat_share
 
 
