@@ -95,10 +95,16 @@ SEGMENT_COLORS = ["#2456d6", "#e07b1a", "#16946b", "#c23b6c", "#7a4ddb", "#0f8fb
 def run_metrics(run: Any) -> list[dict[str, Any]]:
     """Headline metrics of one run (those present in its result)."""
     out = []
+    result = run.result if isinstance(run.result, dict) else {}
+    # the model's 80% error band of each figure it covers (engine.performance.error_bands): tco results carry it
+    # at the top, predict/search results too; a tco's performance block has its own
+    bands = {**(dig(result, "performance.intervals") or {}), **(result.get("intervals") or {})}
     for path, label, fmt, _ in HEADLINE_METRICS:
         value = metric(run.result, path)
         if value is not None:
-            out.append({"path": path, "label": label, "format": fmt, "value": value})
+            band = bands.get(path.rsplit(".", 1)[-1])
+            out.append({"path": path, "label": label, "format": fmt, "value": value,
+                        "band": band if isinstance(band, list) and len(band) == 2 else None})
     return out
 
 

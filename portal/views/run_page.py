@@ -25,9 +25,11 @@ from simulations.services.advice import run_advice
 
 def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
     has_result = bool(run.result) and run.status == RunStatus.SUCCEEDED
+    metrics = charts.run_metrics(run) if has_result else None
     return {
         "run": run,
-        "metrics": charts.run_metrics(run) if has_result else None,
+        "metrics": metrics,
+        "error_bands": any(m["band"] for m in metrics or []),
         "can_plan": _can(request, run.team_id, Capability.PLAN),
         "can_export": _can(request, run.team_id, Capability.EXPORT),
         "report_charts": charts.report_charts([run]) if has_result else None,
@@ -36,6 +38,8 @@ def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
         "fabric": panels.fabric_panel(run) if has_result else None,
         "uncertainty": panels.uncertainty_note(run.result) if has_result else None,
         "advice": run_advice(run=run),
+        # the cost line items as the exports state them: exact cents, totals = the headline capex / opex / TCO
+        "costs": reports.cost_statement(run.result) if has_result else None,
     }
 
 

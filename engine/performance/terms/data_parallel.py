@@ -4,7 +4,9 @@ ZeRO-0 all-reduces the gradients, ZeRO >= 1 reduce-scatters them and all-gathers
 with the last micro-batch's backward (gradients) and the first one's forward (weights) where the framework does
 so, bucketed: the last bucket is always exposed. With v > 1 model chunks the reduction of chunk c runs while the
 stage still computes the cool-down backwards of the chunks below it, (v-1)/v of min(p, m) micro-batch slots, and
-the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md).
+the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md). Either
+window is capped at the step's own compute (m micro-batches of pure compute on the stage, not the exposed
+communication inside them): traffic cannot hide under more compute than the step has (issue #22 item 3.4).
 Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). docs/performance-model.md s.3a.
 """
 
@@ -42,6 +44,7 @@ class DataParallelSync:
     overlap_microbatches: Count  # extra micro-batch slots of interleaved chunks the traffic runs under
     forward_window_s: Seconds  # a micro-batch's forward on the stage (+ half its exposed communication)
     backward_window_s: Seconds
+    window_cap_s: Seconds  # the step's pure compute on the stage: no window exceeds it (inf = uncapped)
     exposed_grad_s: Seconds
     exposed_gather_s: Seconds
     exposed_s: Seconds  # per step
@@ -49,9 +52,11 @@ class DataParallelSync:
 
 
 def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, params: Count,
-                       forward_s: Seconds, backward_s: Seconds) -> DataParallelSync:
+                       forward_s: Seconds, backward_s: Seconds,
+                       step_compute_s: Seconds | None = None) -> DataParallelSync:
     """``forward_s`` / ``backward_s``: the bottleneck stage's forward / backward (+ recompute) per micro-batch
-    including half of its exposed per-layer communication each."""
+    including half of its exposed per-layer communication each; ``step_compute_s``: the stage's pure compute of
+    the whole step (m micro-batches), the cap of either window (None: uncapped)."""
     zero, dpc, vpp = lay.zero, shape.grad_reduce_ranks, lay.vpp
     grad_bytes = np.where(zero >= ZERO_SHARDS_PARAMETERS, BF16_BYTES, FP32_BYTES)
     per_mb_rs = ((zero >= ZERO_SHARDS_GRADIENTS) & prof.zero2_per_microbatch & (zero < ZERO_SHARDS_PARAMETERS)
@@ -63,8 +68,9 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     bucket = np.minimum(1.0, prof.bucket_params / np.maximum(params, 1.0))
     grad_step = np.where(per_mb_rs, 0.0, t_grad)
     slots = np.where(vpp > 1, (vpp - 1.0) / vpp * np.minimum(lay.pp, shape.microbatch_count), 0.0)
-    win_grad = backward_s * (1.0 + slots)
-    win_gather = forward_s * (1.0 + slots)
+    cap = np.full_like(slots, np.inf) if step_compute_s is None else step_compute_s
+    win_grad = np.minimum(backward_s * (1.0 + slots), cap)
+    win_gather = np.minimum(forward_s * (1.0 + slots), cap)
     exposed_grad = np.where(prof.grad_overlap, np.maximum(grad_step - win_grad, bucket * grad_step), grad_step)
     exposed_gather = np.where(prof.param_overlap, np.maximum(t_gather - win_gather, bucket * t_gather), t_gather)
     z3 = zero >= ZERO_SHARDS_PARAMETERS
@@ -73,5 +79,6 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     return DataParallelSync(grad_elem_bytes=grad_bytes, grad_reduction_s=t_grad, weight_gather_s=t_gather,
                             reduces_per_microbatch=np.asarray(per_mb_rs), bucket_fraction=bucket,
                             overlap_microbatches=slots,
-                            forward_window_s=forward_s, backward_window_s=backward_s, exposed_grad_s=exposed_grad,
+                            forward_window_s=forward_s, backward_window_s=backward_s, window_cap_s=cap,
+                            exposed_grad_s=exposed_grad,
                             exposed_gather_s=exposed_gather, exposed_s=exposed, hidden_s=hidden)

@@ -19,10 +19,13 @@ from engine.performance.terms.groups import GroupComm, ParallelGroup
 from engine.performance.terms.pipeline import BottleneckStage, PipelineComm, pipeline_bubble
 from engine.performance.terms.shape import LayoutShape
 from engine.performance.terms.sharding import Zero2Traffic, Zero3Traffic
-from engine.performance.terms.stragglers import straggler_time
+from engine.performance.terms.stragglers import network_straggler_time, straggler_time
 from engine.performance.terms.tensor_parallel import TensorParallelComm
 from engine.performance.terms.timeline import SharedTimeline, TimelineItem, interference_time
 from engine.units import Seconds
+
+# a pipeline transfer waits for its two ranks
+PIPELINE_PAIR = 2.0
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,7 @@ class Breakdown:
     pp_bubble: Seconds
     dp_comm_exposed: Seconds  # step-level DP traffic, its interference, and per-micro-batch ZeRO-2/3
     optimizer: Seconds
-    stragglers: Seconds
-
+    stragglers: Seconds  # slowest rank's compute and network jitter (StepTime.stragglers_network_s)
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class StepTime:
     dp_exposed_s: Seconds
     dp_interference_s: Seconds
     optimizer_s: Seconds
-    stragglers_s: Seconds
+    stragglers_s: Seconds  # compute and network together
+    stragglers_network_s: Seconds  # the network part: exposed collectives waiting for their slowest rank
     step_s: Seconds
     network_s: Seconds  # exposed communication of every kind (the bubble excluded)
     breakdown_s: Breakdown
@@ -107,8 +110,14 @@ def step_time(ctx: Context, lay: Layouts, shape: LayoutShape, mb: MicroBatchTime
               optimizer_s: Seconds) -> StepTime:
     m = shape.microbatch_count
     bubble = pipeline_bubble(lay, mb.total_s)
-    strag = straggler_time(m * mb.compute_s, ctx.gpus)  # every synchronous step waits for its slowest rank
     interf_dp = interference_time(np.maximum(dp.hidden_s, 0.0))
+    dpc = lay.dp * lay.cp
+    strag_net = (m * (network_straggler_time(mb.tp_s, lay.tp) + network_straggler_time(mb.cp_s, lay.cp)
+                      + network_straggler_time(mb.ep_s, lay.ep) + network_straggler_time(mb.pp_s, PIPELINE_PAIR)
+                      + network_straggler_time(mb.zero_s, dpc))
+                 + network_straggler_time(dp.exposed_s + interf_dp, dpc))
+    # every synchronous step waits for its slowest rank
+    strag = straggler_time(m * mb.compute_s, ctx.gpus) + strag_net
     step = m * mb.total_s + bubble + dp.exposed_s + interf_dp + optimizer_s + strag
     network = m * (mb.tp_s + mb.cp_s + mb.ep_s + mb.pp_s + mb.zero_s) + dp.exposed_s + interf_dp
     breakdown = Breakdown(compute=m * (mb.compute_s + mb.interference_s), tp_comm=m * mb.tp_s, cp_comm=m * mb.cp_s,
@@ -116,4 +125,4 @@ def step_time(ctx: Context, lay: Layouts, shape: LayoutShape, mb: MicroBatchTime
                           dp_comm_exposed=dp.exposed_s + interf_dp + m * mb.zero_s, optimizer=optimizer_s,
                           stragglers=strag)
     return StepTime(microbatch=mb, bubble_s=bubble, dp_exposed_s=dp.exposed_s, dp_interference_s=interf_dp,
-                    optimizer_s=optimizer_s, stragglers_s=strag, step_s=step, network_s=network, breakdown_s=breakdown)
+                    optimizer_s=optimizer_s, stragglers_s=strag, stragglers_network_s=strag_net, step_s=step, network_s=network, breakdown_s=breakdown)

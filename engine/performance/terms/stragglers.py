@@ -14,8 +14,19 @@ Coefficient of variation (one global value, sourced):
   on 1-2% diurnal throughput variation from temperature), leaving a residual per-rank spread of about 1%.
 * OS noise and kernel-launch jitter are a fraction of a percent per step once averaged over the
   micro-batches of a step.
-We use cv = 0.8% of a rank's compute time per step. Network path variance is not added here: it is in the
-routing model (ECMP collisions lower the share of the slowest path, routing.py).
+We use cv = 0.8% of a rank's compute time per step. The mean bandwidth share of ECMP collisions is in the routing
+model (routing.py); the run-to-run spread of a collective is a second source, below.
+
+Network jitter (issue #22 item 3.3): a collective ends when its slowest rank's transfers end, so each exposed
+collective adds ``t (cv_net E[max Z_n])`` where ``n`` is the number of ranks it waits for (TP, CP, EP, the
+pipeline pair, the DP x CP group). ``cv_net`` is the run-to-run coefficient of variation of one collective,
+set from the one component spread measured without a shared network: nccl-tests on one 8x H100 node
+(Ultra-Scale Playbook, data/components/nccl_tests.json nccl-0070 / 0077 / 0084: 5th-95th percentile of
+all-reduce / all-gather / reduce-scatter at 256 MB = 0.027 / 0.031 / 0.029 of the median over 3.29 sigma;
+mean 0.029). A floor: the multi-node rows of the same source spread 4-40x wider (a shared EFA cluster), and
+production studies see network fail-slows as the most frequent straggler source (Greyhound, ATC'25 s.3:
+communication fail-slows in ~40% of the large jobs against <2% for computation; MegaScale, NSDI'24 s.4-5:
+stragglers and network jitter diagnosed per rank by collective timing).
 """
 
 from __future__ import annotations
@@ -27,6 +38,9 @@ import numpy as np
 from engine.units import Arr
 
 COMPUTE_CV = 0.008
+# run-to-run CV of one collective's time (nccl-tests 5th-95th spread on one H100 node, nccl_tests.json
+# nccl-0070/0077/0084: (0.027 + 0.031 + 0.029) / 3; see the module docstring)
+NETWORK_CV = 0.029
 # Blom's plotting position (n - alpha) / (n + 1 - 2 alpha), alpha = 0.375 (Blom 1958)
 BLOM_ALPHA = 0.375
 BLOM_DENOMINATOR_OFFSET = 0.25  # 1 - 2 alpha
@@ -44,3 +58,8 @@ def expected_max_z(n: Arr | float) -> Arr:
 def straggler_time(compute_s: Arr, ranks: Arr | float, cv: float = COMPUTE_CV) -> Arr:
     """Expected extra time per step from waiting for the slowest of ``ranks`` ranks."""
     return compute_s * cv * expected_max_z(ranks)
+
+
+def network_straggler_time(exposed_s: Arr, ranks: Arr | float, cv: float = NETWORK_CV) -> Arr:
+    """Expected extra time of exposed collectives taking ``exposed_s`` that wait for ``ranks`` ranks each."""
+    return np.asarray(exposed_s, dtype=np.float64) * cv * expected_max_z(ranks)

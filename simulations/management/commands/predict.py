@@ -36,22 +36,37 @@ class Command(BaseCommand):
             self.stdout.write(_table(data))
 
 
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else str(v))
+
+
 def _table(d: dict[str, Any]) -> str:
+    """One row per figure, with its 80% interval (the model's error band for this regime) beside it."""
     keys = (
         "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
         "mfu", "hfu", "memory_gb_per_gpu", "fits", "time_to_train_days", "gpu_hours", "network_wait_fraction",
     )
-    rows = [(k, d[k]) for k in keys]
-    rows += [(f"breakdown_s.{k}", v) for k, v in d["breakdown_s"].items()]
-    rows += [(f"parallelism.{k}", v) for k, v in d["parallelism"].items()]
+    intervals = d.get("intervals") or {}
+    rows = [(k, d[k], intervals.get(k)) for k in keys]
+    rows += [(f"breakdown_s.{k}", v, None) for k, v in (d.get("breakdown_s") or {}).items()]
+    rows += [(f"parallelism.{k}", v, None) for k, v in d["parallelism"].items()]
     if "candidates_evaluated" in d:
-        rows += [("candidates_evaluated", d["candidates_evaluated"]), ("candidates_feasible", d["candidates_feasible"])]
-    width = max(len(k) for k, _ in rows)
-    out = [f"{k.ljust(width)}  {v:.4g}" if isinstance(v, float) else f"{k.ljust(width)}  {v}" for k, v in rows]
+        rows += [("candidates_evaluated", d["candidates_evaluated"], None),
+                 ("candidates_feasible", d["candidates_feasible"], None)]
+    width = max(len(k) for k, _, _ in rows)
+    out = []
+    for k, v, band in rows:
+        line = f"{k.ljust(width)}  {_fmt(v)}"
+        if band:
+            line += f"  (80%: {_fmt(band[0])} - {_fmt(band[1])})"
+        out.append(line)
+    if not d.get("fits", True):
+        out += [f"note: {n}" for n in d.get("notes", []) if "fit" in n]
     for i, alt in enumerate(d.get("alternatives", []), 1):
         p = alt["parallelism"]
+        step = f"{alt['step_time_s']:.4g} s" if alt.get("step_time_s") is not None else "does not fit"
         out.append(
             f"alt {i}: tp{p['tp']} pp{p['pp']} dp{p['dp']} cp{p['cp']} ep{p['ep']} vpp{p['vpp']} mb{p['micro_batch']} "
-            f"{p['recompute']} zero{p['zero']}: {alt['step_time_s']:.4g} s - {alt['why_it_loses']}"
+            f"{p['recompute']} zero{p['zero']}: {step} - {alt['why_it_loses']}"
         )
     return "\n".join(out)

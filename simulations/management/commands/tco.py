@@ -74,8 +74,12 @@ def table(d: dict[str, Any]) -> str:
         for key in ("time_to_train_days", "annual_tco_usd", "run_cost_usd"):
             p = mc[key]
             rows.append((f"monte_carlo.{key}", f"p10 {_fmt(p['p10'])} / p50 {_fmt(p['p50'])} / p90 {_fmt(p['p90'])}"))
+    # the model's error band beside each figure it covers (engine.performance.error_bands)
+    bands = {f"tco.{k}": v for k, v in (d.get("intervals") or {}).items()}
+    bands["performance.time_to_train_days"] = (d.get("intervals") or {}).get("time_to_train_days")
     width = max(len(k) for k, _ in rows)
-    out = [f"{k.ljust(width)}  {_fmt(v)}" for k, v in rows]
+    out = [f"{k.ljust(width)}  {_fmt(v)}" + (f"  (80%: {_fmt(bands[k][0])} - {_fmt(bands[k][1])})" if bands.get(k) else "")
+           for k, v in rows]
     out.append("")
     out.append("line items (annualized USD by category):")
     for cat, value in t["annual_by_category_usd"].items():

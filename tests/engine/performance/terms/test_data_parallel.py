@@ -66,3 +66,18 @@ def test_deepspeed_does_not_overlap_and_zero3_has_no_step_level_sync() -> None:
     _, z3 = _sync(zero=3, fwd=0.0, bwd=0.0)
     assert z3.exposed_s[0] == 0.0 and z3.hidden_s[0] == 0.0
     assert z3.grad_elem_bytes[0] == 2.0  # FSDP reduces bf16 gradients
+
+
+def test_the_window_is_capped_at_the_steps_pure_compute() -> None:
+    """v = 2, p = 2: the uncapped window is 2 x bwd = 0.02 s; a step with 0.015 s of pure compute caps it there,
+    so the exposed reduction is 4P/BW - 0.015 s (not 4P/BW - 0.02 s)."""
+    ctx, lay, shape = build(dense_doc(zero=1, framework="megatron-core", vpp=2, pp=2, gb=64))
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp)
+    dp = data_parallel_sync(lay, shape, prof, LinearComm(), np.array([P]), np.array([0.0]), np.array([0.01]),
+                            step_compute_s=np.array([0.015]))
+    assert dp.window_cap_s[0] == pytest.approx(0.015)
+    assert dp.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW - 0.015, rel=1e-12)
+    # a cap above the window leaves it as it was
+    wide = data_parallel_sync(lay, shape, prof, LinearComm(), np.array([P]), np.array([0.0]), np.array([0.01]),
+                              step_compute_s=np.array([1.0]))
+    assert wide.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW - 0.02, rel=1e-12)

@@ -19,3 +19,14 @@ def test_straggler_time_is_cv_times_the_expected_maximum() -> None:
     z = NormalDist().inv_cdf((1024 - 0.375) / (1024 + 0.25))
     assert straggler_time(np.array([10.0]), 1024.0)[0] == pytest.approx(10.0 * 0.008 * z, rel=1e-12)
     assert straggler_time(np.array([10.0]), 1.0)[0] == 0.0
+
+
+def test_network_jitter_is_exposed_time_times_cv_times_expected_max() -> None:
+    """1 s of exposed collectives over 8 ranks: 1 x 0.029 x E[max Z_8]; Blom: Phi^-1((8-0.375)/8.25) = Phi^-1(0.92424) = 1.4342."""
+    from engine.performance.terms.stragglers import NETWORK_CV, network_straggler_time
+
+    assert NETWORK_CV == 0.029
+    assert float(network_straggler_time(np.array([1.0]), 8.0)[0]) == pytest.approx(0.029 * 1.4342, rel=1e-3)
+    # one rank waits for nobody; more ranks wait longer
+    assert float(network_straggler_time(np.array([1.0]), 1.0)[0]) == 0.0
+    assert network_straggler_time(np.array([1.0]), 1024.0)[0] > network_straggler_time(np.array([1.0]), 8.0)[0]
