@@ -229,6 +229,86 @@ def size_tree(endpoints: int, k: int, tiers: int, oversubscription: float = 1.0,
     return TreeCounts(3, endpoints, leaves, spines, cores, endpoints, leaf_up_links, sc_links, cap)
 
 
+@dataclass(frozen=True)
+class _Leaves:
+    """How one plane-and-rail's nodes sit on its leaves: whole nodes per leaf, or a node over several leaves."""
+
+    nodes_per_leaf: int  # whole nodes per leaf; 0 when a node needs several leaves
+    leaves_per_node: int  # 1, or the leaves one node's NICs fill (a 72-NIC rack on 64-port leaves: 3)
+    leaves: int  # per plane and rail
+    down: int  # NIC ports cabled per leaf
+    up: int  # uplinks cabled per leaf: ceil(down / oversubscription)
+    racks: int  # racks one leaf's NICs come from
+
+
+def max_leaf_down(k: int, oversubscription: float) -> int:
+    """Most NIC ports a radix-``k`` leaf takes with ``ceil(down / oversubscription)`` uplinks left for them."""
+    if k < 2:
+        return 1
+    d = max(1, min(k - 1, math.floor(k * oversubscription / (oversubscription + 1.0))))
+    while d + 1 < k and d + 1 + math.ceil((d + 1) / oversubscription) <= k:
+        d += 1
+    while d > 1 and d + math.ceil(d / oversubscription) > k:
+        d -= 1
+    return d
+
+
+def _leaf_layout(k: int, epn: int, r: float, npr: int, nodes: int, last_eps: int, mode: str,
+                 copper: bool) -> _Leaves:
+    """Leaves of whole nodes (``mode`` "nodes"), of whole racks or whole divisions of a rack ("racks"), and of at
+    most :data:`COPPER_MAX_RACKS` racks ("copper", fat-tree leaves in the rack)."""
+    d_max = max_leaf_down(k, r)
+    if epn > d_max:  # one node's NICs fill several leaves (an NVL72 rack's 72 NICs on 64-port leaves)
+        m = math.ceil(epn / d_max)
+        down = math.ceil(epn / m)
+        leaves = (nodes - 1) * m + math.ceil(last_eps / down)
+        return _Leaves(0, m, leaves, down, math.ceil(down / r), 1)
+    n = d_max // epn
+    if mode in ("racks", "copper"):
+        if n >= npr:
+            n = n // npr * npr
+            # in the rack (copper) unless that leaves a leaf less than half of its non-blocking down ports (the
+            # test does not depend on the oversubscription, so thinning a tier never moves leaves to optics)
+            near = COPPER_MAX_RACKS * npr
+            if mode == "copper" and copper and near * epn * 2 >= max_leaf_down(k, 1.0):
+                n = min(n, near)
+        else:  # a rack over several leaves: split it evenly, no leaf straddles two racks
+            n = max(div for div in range(1, n + 1) if npr % div == 0)
+    n = max(1, min(n, nodes))
+    # balance: the leaves this takes share the nodes evenly (whole racks where aligned), so each leaf cables only
+    # the uplinks its own NICs need
+    step = npr if mode in ("racks", "copper") and n >= npr else 1
+    n = min(n, math.ceil(math.ceil(nodes / math.ceil(nodes / n)) / step) * step)
+    down = n * epn
+    racks = math.ceil(n / npr) + (0 if n % npr == 0 or npr % n == 0 else 1)
+    return _Leaves(n, 1, math.ceil(nodes / n), down, math.ceil(down / r), racks)
+
+
+def _max_gpus(lv: _Leaves, cap_leaves: int, tiers: int, k: int, spec: FabricSpec, planes: int, groups: int) -> int:
+    if tiers == 1:
+        return (k * planes // spec.nics_per_node) * spec.gpus_per_node if groups == 1 else 0
+    per_group = cap_leaves // groups
+    nodes = per_group * lv.nodes_per_leaf if lv.nodes_per_leaf else per_group // lv.leaves_per_node
+    return nodes * spec.gpus_per_node
+
+
+def _size_tree_leaves(endpoints: int, k: int, tiers: int, leaves: int, up: int, top_oversubscription: float,
+                      pod_leaves: int | None, cap: int) -> TreeCounts:
+    """Switch and link counts of one plane whose ``leaves`` each cable ``up`` uplinks (see :func:`size_tree`)."""
+    if tiers == 1:
+        return TreeCounts(1, endpoints, 1, 0, 0, endpoints, 0, 0, k)
+    leaf_up_links = leaves * up
+    if tiers == 2:
+        ls_links = math.ceil(leaf_up_links / top_oversubscription)
+        return TreeCounts(2, endpoints, leaves, math.ceil(ls_links / k), 0, endpoints, ls_links, 0, cap)
+    half = k // 2
+    pod = min(half, pod_leaves) if pod_leaves else half
+    full_pods, rest = divmod(leaves, pod)
+    spines = full_pods * math.ceil(pod * up / half) + (math.ceil(rest * up / half) if rest else 0)
+    sc_links = math.ceil(leaf_up_links / top_oversubscription)
+    return TreeCounts(3, endpoints, leaves, spines, math.ceil(sc_links / k), endpoints, leaf_up_links, sc_links, cap)
+
+
 def default_switch_key(fabric: str, nic_gbps: float) -> str:
     speed = 200 if nic_gbps <= 200 else 400 if nic_gbps <= 400 else 800
     return DEFAULT_SWITCH[(fabric, speed)]
@@ -278,8 +358,6 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
     k, port_gbps = switch_radix(switch, spec.nic_gbps)
     link_gbps = port_gbps  # links, optics and cables run at a standard port speed >= the NIC rate
     nodes = spec.nodes
-    total_nics = nodes * spec.nics_per_node
-
     if spec.topology == "multi-plane":
         planes = spec.planes or spec.nics_per_node
         if planes < 1 or spec.nics_per_node % planes:
@@ -288,78 +366,102 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
         if spec.planes not in (None, 1):
             raise FabricError("costs.planes", "planes > 1 needs cluster.topology = multi-plane")
         planes = 1
-    endpoints_per_plane = total_nics // planes
+    epn = max(1, spec.nics_per_node // planes) if spec.topology == "fat-tree" else 1  # NICs of a node per leaf
     groups = spec.nics_per_node // planes if spec.topology != "fat-tree" else 1
-    oversub_leaf = spec.oversubscription
-    oversub_top = 1.0
-    pod_leaves: int | None = None
-    min_tiers = 1
-    if spec.pod_gpus is not None and spec.oversubscription > 1.0:
-        oversub_leaf = 1.0  # non-blocking pods ...
-        if spec.pod_gpus < spec.gpus:  # ... under a thinned top tier (a pod of the whole cluster: nothing above)
-            oversub_top = spec.oversubscription
-            half, _ = leaf_split(k, 1.0)
-            pod_nodes = math.ceil(spec.pod_gpus / spec.gpus_per_node)
-            pod_eps = math.ceil(pod_nodes * (spec.nics_per_node // planes) / groups)  # per plane and rail
-            if pod_eps > half:  # a pod wider than a leaf needs its own spine layer under the thinned core
-                min_tiers = 3
-                pod_leaves = groups * math.ceil(pod_eps / half)
+    # a partial last node (a rack-scale system with fewer GPUs used than it holds) cables the NICs of its GPUs only
+    unit = planes * groups
+    rem = spec.gpus - (nodes - 1) * spec.gpus_per_node
+    last_node_nics = min(spec.nics_per_node,
+                         math.ceil(math.ceil(rem * spec.nics_per_node / spec.gpus_per_node) / unit) * unit)
+    total_nics = (nodes - 1) * spec.nics_per_node + last_node_nics
+    endpoints_per_plane = total_nics // planes
+    npr = max(1, spec.nodes_per_rack)
+    pod_design = spec.pod_gpus is not None and spec.oversubscription > 1.0 and spec.pod_gpus < spec.gpus
 
-    def fits(t: int) -> bool:
-        cap = tree_capacity(k, t, oversub_leaf)
-        if groups > 1 and t >= 2:
-            # each rail's leaves are separate; capacity counts whole leaves per rail
-            down, _ = leaf_split(k, oversub_leaf)
-            leaves = groups * math.ceil(math.ceil(endpoints_per_plane / groups) / down)
-            max_leaves = k if t == 2 else k * (k // 2)
-            return leaves <= max_leaves
-        if groups > 1 and t == 1:
-            return False
-        return endpoints_per_plane <= cap
+    def layout(r: float, mode: str) -> _Leaves:
+        return _leaf_layout(k, epn, r, npr, nodes, last_node_nics // planes // groups or 1, mode,
+                            copper=spec.topology == "fat-tree")
 
-    if spec.tiers is not None:
-        if spec.tiers not in (1, 2, 3):
-            raise FabricError("cluster.tiers", f"must be 1, 2 or 3, got {spec.tiers}")
-        tiers = spec.tiers
+    # leaf layouts, cheapest media first: whole racks within copper reach, whole racks, whole nodes (rack-spanning
+    # leaves only where nothing else fits the tiers, or where costs.leaf_placement = row asks for a network row)
+    if spec.leaf_placement == "row":
+        modes: tuple[str, ...] = ("nodes",)
+    elif spec.topology == "fat-tree":
+        modes = ("copper", "racks", "nodes")
     else:
-        tiers = next((t for t in range(min_tiers, 4) if fits(t)), 3)
-    cap_plane = tree_capacity(k, tiers, oversub_leaf)
-    if groups > 1 and tiers >= 2:
-        down, _ = leaf_split(k, oversub_leaf)
-        cap_plane = (k if tiers == 2 else k * (k // 2)) * down
-    elif groups > 1:
-        cap_plane = 0
-    max_endpoints = cap_plane * planes
-    max_gpus = (max_endpoints // spec.nics_per_node) * spec.gpus_per_node
-    if not fits(tiers):
+        modes = ("racks", "nodes")
+
+    def fits(t: int, lv: _Leaves) -> bool:
+        if t == 1:
+            return groups == 1 and endpoints_per_plane <= k
+        return groups * lv.leaves <= (k if t == 2 else k * (k // 2))
+
+    def choose(r: float, allowed: tuple[int, ...]) -> tuple[int, _Leaves] | None:
+        """Fewest tiers (of ``allowed``) that fit, with the first leaf layout (cheapest media) that fits them."""
+        for t in allowed:
+            for mode in modes:
+                lv = layout(r, mode)
+                if fits(t, lv):
+                    return t, lv
+        return None
+
+    oversub_leaf, oversub_top = spec.oversubscription, 1.0
+    if spec.pod_gpus is not None and spec.pod_gpus >= spec.gpus:
+        oversub_leaf = 1.0  # a non-blocking pod of the whole cluster: nothing above it to thin
+    tier_options = (spec.tiers,) if spec.tiers is not None else (1, 2, 3)
+    if spec.tiers is not None and spec.tiers not in (1, 2, 3):
+        raise FabricError("cluster.tiers", f"must be 1, 2 or 3, got {spec.tiers}")
+    chosen = choose(oversub_leaf, tuple(t for t in tier_options if t <= 2) if pod_design else tier_options)
+    pod_leaves: int | None = None
+    if pod_design and chosen is None:
+        # non-blocking pods under a thinned core: 3 tiers, pods of whole leaves, at most k/2 leaves (the largest
+        # block a spine layer serves; a wider cluster.pod_gpus is clamped to it)
+        oversub_leaf, oversub_top = 1.0, spec.oversubscription
+        chosen = choose(1.0, (3,) if 3 in tier_options else ())
+        if chosen is not None:
+            lv = chosen[1]
+            pod_nodes = math.ceil(spec.pod_gpus / spec.gpus_per_node) if spec.pod_gpus else nodes
+            per_rail = max(1, math.ceil(pod_nodes / lv.nodes_per_leaf)) if lv.nodes_per_leaf >= 1 else \
+                pod_nodes * lv.leaves_per_node
+            pod_leaves = min(k // 2, groups * per_rail)
+    if chosen is None:
+        tiers = tier_options[-1]
+        lv = layout(oversub_leaf, modes[-1])
+        cap_leaves = k if tiers == 2 else k * (k // 2) if tiers == 3 else 0
+        max_endpoints = (cap_leaves * lv.down if tiers > 1 else (k if groups == 1 else 0)) * planes
+        max_gpus = _max_gpus(lv, cap_leaves, tiers, k, spec, planes, groups)
         what = _topology_name(spec, tiers, k)
-        bad = "cluster.gpus"
-        bigger = next((t for t in range(tiers + 1, 4) if fits(t)), None) if spec.tiers is not None else None
+        bigger = None
+        if spec.tiers is not None:
+            bigger = next((t for t in range(tiers + 1, 4) if any(fits(t, layout(oversub_leaf, m)) for m in modes)),
+                          None)
         hint = f" (cluster.tiers={tiers}: a {bigger}-tier tree would fit)" if bigger else ""
         if planes > 1:
             raise FabricError(
-                bad,
+                "cluster.gpus",
                 f"{planes}-plane network of {what}s supports at most {max_gpus} GPUs "
-                f"({cap_plane} endpoints per plane); asked for {spec.gpus}{hint}",
+                f"({max_endpoints // planes} endpoints per plane); asked for {spec.gpus}{hint}",
             )
         raise FabricError(
-            bad,
+            "cluster.gpus",
             f"{what} supports at most {max_endpoints} endpoints ({max_gpus} GPUs at "
             f"{spec.nics_per_node} NICs per {spec.gpus_per_node}-GPU node); asked for {total_nics}{hint}",
         )
+    tiers, lv = chosen
+    cap_leaves = k if tiers == 2 else k * (k // 2) if tiers == 3 else 0
+    max_endpoints = (cap_leaves * lv.down if tiers > 1 else k) * planes
+    max_gpus = _max_gpus(lv, cap_leaves, tiers, k, spec, planes, groups)
 
-    tree = size_tree(endpoints_per_plane, k, tiers, oversub_leaf, oversub_top, leaf_groups=groups,
-                     pod_leaves=pod_leaves)
+    tree = _size_tree_leaves(endpoints_per_plane, k, tiers, groups * lv.leaves if tiers > 1 else 1, lv.up,
+                             oversub_top, pod_leaves, max_endpoints // planes)
     leaf, spine, core = tree.leaf * planes, tree.spine * planes, tree.core * planes
     nl, ls, sc = tree.node_leaf_links * planes, tree.leaf_spine_links * planes, tree.spine_core_links * planes
 
     # leaf placement: in the rack (copper) when one leaf's downlinks come from at most COPPER_MAX_RACKS racks
-    down, _ = leaf_split(k, oversub_leaf)
-    nics_per_rack = max(1, spec.nodes_per_rack * spec.nics_per_node // (planes * groups))
+    down = lv.down if tiers > 1 else k
     placement = spec.leaf_placement
     if placement == "auto":
-        placement = "rack" if (spec.topology == "fat-tree" and math.ceil(min(down, total_nics) / nics_per_rack)
-                               <= COPPER_MAX_RACKS) else "row"
+        placement = "rack" if (spec.topology == "fat-tree" and lv.racks <= COPPER_MAX_RACKS) else "row"
 
     cage_gbps = float(sw_specs.get("cage_gbps", port_gbps))
     transceivers: dict[str, int] = {}
@@ -427,7 +529,7 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
         ports_available=n_switches * k,
         nics=total_nics,
         leaf_down=down,
-        leaf_up=k - down if tiers > 1 else 0,
+        leaf_up=lv.up if tiers > 1 else 0,
         rails=groups,
         pod_leaves=min(k // 2, pod_leaves or k // 2) if tiers == 3 else 0,
         transceivers=transceivers,

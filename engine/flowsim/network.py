@@ -283,9 +283,15 @@ def network_for(topo: Any, nvlink_gbps: float) -> Network:
         spines = max(1, int(switches.get("spine", 0)) // planes) if switches.get("spine") else math.ceil(leaves * up / k)
         spines = min(spines, up) if spines > up else spines
     elif tiers == 3:
-        pod_leaves = max(1, k // 2)
+        # pods as the sizing built them: its pod_leaves (k/2, or fewer for a requested cluster.pod_gpus), each
+        # with ceil(pod_leaves * up / (k/2)) spines (a full pod of k/2 leaves: one spine per leaf uplink)
+        plan = getattr(topo, "plan", None)
+        built = int(getattr(plan, "pod_leaves", 0) or 0)
+        if not built and int(getattr(topo, "leaf_gpus", 0) or 0) > 0:
+            built = rails * math.ceil(int(topo.pod_gpus) / int(topo.leaf_gpus))
+        pod_leaves = max(1, min(k // 2, built or k // 2, leaves))
         pods = math.ceil(leaves / pod_leaves)
-        spines = up  # spines per pod: one per leaf uplink (fabric module: a full pod has u spines)
+        spines = max(1, math.ceil(pod_leaves * up / max(1, k // 2)))
         sc = int(links.get("spine_core", 0)) // planes
         spine_up = max(1, round(sc / (pods * spines))) if sc else max(1, k // 2)
         cores = max(1, int(switches.get("core", 0)) // planes) if switches.get("core") else math.ceil(sc / k)

@@ -142,9 +142,10 @@ def test_network_power_from_catalog() -> None:
 def test_xdr_800g_uses_144_port_switch() -> None:
     plan = size_fabric(spec(16384, nic_gbps=800))
     assert plan.switch_model == "Q3400" and plan.radix == 144 and plan.tiers == 3
-    leaves = math.ceil(16384 / 72)
-    assert plan.switches["leaf"] == leaves
-    assert plan.switches["core"] == math.ceil(leaves * 72 / 144)
+    # whole racks per leaf within copper reach: 2 racks of 4 eight-NIC nodes = 64 of the 72 non-blocking down ports
+    leaves = math.ceil(2048 / 8)
+    assert (plan.switches["leaf"], plan.leaf_down, plan.leaf_up, plan.leaf_placement) == (leaves, 64, 64, "rack")
+    assert plan.switches["core"] == math.ceil(leaves * 64 / 144)
     assert tree_capacity(144, 2) == 10368  # why 16,384 GPUs still need three tiers
 
 

@@ -191,3 +191,23 @@ def test_liquid_cooled_racks_default_to_a_liquid_cooled_hall_pue() -> None:
     rows = tco(gb300_dense(), sensitivity=True)["sensitivity"]
     pue = next(r for r in rows if r["input"] == "costs.pue")
     assert (pue["low_value"], pue["likely_value"], pue["high_value"]) == tuple(fac["ranges"]["pue_liquid"])
+
+
+def test_a_64_gpu_job_on_one_gb300_nvl72_rack_predicts_and_prices() -> None:
+    """Issue #22 item 7: 64 of a rack's 72 GPUs; the NVLink domain and the cabled NICs are the GPUs used."""
+    import copy as _copy
+
+    from engine.cost.tco import tco as _tco
+    from engine.performance.api import predict as _predict
+    from tests.engine._scenarios import LLAMA_7B as _L7
+    from tests.engine._scenarios import scenario as _scenario
+
+    doc = _scenario(model=_L7, training={"global_batch": 64, "micro_batch": 1, "recompute": "none", "zero": 1,
+                                         "tokens": 1e11},
+                    parallelism={"tp": 8, "pp": 1, "cp": 1, "ep": 1, "vpp": 1, "sequence_parallel": True},
+                    cluster={"gpu": "GB300", "gpus": 64})
+    perf = _predict(_copy.deepcopy(doc)).to_dict()
+    assert perf["fabric"]["nvlink_domain_gpus"] == 64 and perf["step_time_s"] > 0
+    out = _tco(_copy.deepcopy(doc))
+    assert out["fabric"]["links"]["node_leaf"] == 64 and out["fabric"]["switches"]["total"] == 1
+    assert out["tco"]["network_capex_usd"] > 0

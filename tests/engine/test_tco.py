@@ -161,16 +161,18 @@ def _pick(cat: dict[str, Any], kind: str, gbps: float, links: int, reach: str | 
 
 
 def expected_network_capex(cat: dict[str, Any], switch: str, endpoints: int, copper_leaf: bool) -> float:
-    """Independent textbook estimate: 3-tier non-blocking tree, twin-port optics, catalog prices."""
+    """Independent textbook estimate: 3-tier non-blocking tree, twin-port optics, catalog prices; a leaf takes the
+    whole 4-node racks of 8-NIC nodes (32 NICs) its k/2 down ports hold."""
     sw = cat[switch]
     port = max(float(g) for g in sw["specs"]["breakout"])
     k = sw["specs"]["breakout"][str(int(port))]
     cage = sw["specs"]["cage_gbps"]
     per_cage = int(cage // port)
-    leaves = math.ceil(endpoints / (k // 2))
-    spines = leaves
-    cores = math.ceil(leaves * (k // 2) / k)
-    up_links = leaves * (k // 2)
+    per_leaf = (k // 2) // 32 * 32
+    leaves = math.ceil(endpoints / per_leaf)
+    spines = math.ceil(leaves * per_leaf / (k // 2))
+    cores = math.ceil(leaves * per_leaf / k)
+    up_links = leaves * per_leaf
     fibre = cat["FIBRE-MPO"]["unit_price_usd"]
     sr = _pick(cat, "transceiver", cage, per_cage, "sr")["unit_price_usd"]
     dr = _pick(cat, "transceiver", cage, per_cage, "dr")["unit_price_usd"]

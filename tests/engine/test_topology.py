@@ -219,9 +219,13 @@ def test_parse_cluster_for_fleet_plans() -> None:
 
 
 def test_a_requested_pod_is_built_as_non_blocking_pods_under_a_thinned_core() -> None:
-    """pod_gpus wider than a leaf needs a spine layer per pod: 3 tiers, 1:1 inside pods, 4:1 above them."""
+    """pod_gpus never adds a tier: on a cluster that fits 2 tiers the pod is clamped to the leaf (thinned above
+    it); a cluster that needs 3 tiers gets pods of whole leaves, 1:1 inside pods, 4:1 above them."""
     flat = parse_scenario(dp_heavy()).topo
-    pods = parse_scenario(dp_heavy(oversubscription=4.0, pod_gpus=256)).topo
+    two = parse_scenario(dp_heavy(oversubscription=4.0, pod_gpus=256)).topo
+    assert (two.tiers, two.pod_gpus, two.oversubscription["leaf"]) == (2, two.leaf_gpus, 4.0)
+    assert two.switches["total"] < flat.switches["total"]
+    pods = parse_scenario(dp_job(16384, oversubscription=4.0, pod_gpus=256)).topo
     assert (pods.tiers, pods.pod_gpus, pods.oversubscription) == (3, 256, {"leaf": 1.0, "spine": 4.0})
     # a pod as wide as the cluster leaves nothing above it: the non-blocking tree, priced and simulated as such
     whole = parse_scenario(dp_heavy(oversubscription=4.0, pod_gpus=1024)).topo
