@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import views
-from portal.views import calibration, capacity, capacity_builder, run_page, tokens
+from portal.views import calibration, capacity, capacity_builder, explain, run_page, tokens
 from portal.views import fabric as fabric_views
 
 urlpatterns = [
@@ -31,6 +31,7 @@ urlpatterns = [
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reevaluations/", views.reevaluations, name="reevaluations"),
     path("runs/<int:pk>/export/", run_page.run_export, name="run-export"),
+    path("runs/<int:pk>/explain/", explain.run_explain_page, name="run-explain"),
     path("fabric/", fabric_views.fabric, name="fabric"),
     path("fabric/runs/<int:pk>/", fabric_views.fabric_run, name="fabric-run"),
     path("fabric/runs/<int:pk>/pin/", fabric_views.fabric_run_pin, name="fabric-run-pin"),

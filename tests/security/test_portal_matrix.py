@@ -105,6 +105,7 @@ POLICY: dict[str, dict[str, list[Rule]]] = {
                      R(READ, LIST, "?partial=table", htmx=True)]},
     "run-detail": {"GET": [R(READ, OBJECT), R(READ, OBJECT, "?partial=status", htmx=True)]},
     "run-cancel": {"POST": [R(PLAN, OBJECT, writes=True)]},
+    "run-explain": {"GET": [R(READ, OBJECT)]},
     "sweep-detail": {"GET": [R(READ, OBJECT), R(READ, OBJECT, "?partial=progress", htmx=True)]},
     "compare": {"GET": [R(READ, LIST), R(READ, OBJECT, "?runs={run},{run2}&baseline={run}"),
                         R(READ, OBJECT, "?sweep={sweep}")]},
