@@ -3,9 +3,9 @@
 ``ENGINE_VERSION`` is stored with every run: identical inputs reuse a stored result only under the same
 version, and watched scenarios re-evaluate when it changes (simulations.services.reevaluation). So it must
 change whenever a result can: :func:`fingerprint` hashes every file that can move a result (the engine's
-Python modules and data files, not this module or the READMEs), and ``RELEASES`` records the fingerprint each
+Python modules and data files, not this module or the READMEs), and ``ENGINE_RELEASES`` records the fingerprint each
 version was released with. tests/engine/test_version.py fails when the engine's files no longer match the
-current version's fingerprint: add a new version to ``RELEASES`` with the value
+current version's fingerprint: add a new version to ``ENGINE_RELEASES`` with the value
 ``python scripts/engine_fingerprint.py`` prints (never edit an old entry).
 """
 
@@ -18,11 +18,11 @@ ENGINE_DIR = Path(__file__).resolve().parent
 FINGERPRINTED_SUFFIXES = (".py", ".json", ".csv")
 
 # version -> fingerprint of the engine's files it was released with, oldest first
-RELEASES: dict[str, str] = {
+ENGINE_RELEASES: dict[str, str] = {
     # 1.0.0 ran from the first engine to the move to engine/ (issue #21); it predates fingerprints
     "1.0.0": "",
 }
-ENGINE_VERSION = next(reversed(RELEASES))
+ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 
 
 def engine_files(engine: Path = ENGINE_DIR) -> list[Path]:

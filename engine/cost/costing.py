@@ -290,7 +290,7 @@ def goodput_for(point: PerfPoint, params: CostParams) -> dict[str, FloatLike]:
                           g.get("checkpoint_interval_min"))
 
 
-def evaluate(point: PerfPoint, params: CostParams, catalog: Catalog | None = None
+def cost_lines(point: PerfPoint, params: CostParams, catalog: Catalog | None = None
              ) -> tuple[list[Line], dict[str, FloatLike], dict[str, FloatLike]]:
     """(line items, tco summary, goodput) for one configuration; numbers broadcast over sample arrays."""
     lines = build_lines(point, params, catalog)

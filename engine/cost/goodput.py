@@ -25,8 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.catalog import Catalog, CatalogError, items_of_kind
-
-FloatLike = float | npt.NDArray[np.float64]
+from engine.schema.types import FloatLike
 
 COMPONENT_UNITS = {
     "gpu": "gpu",

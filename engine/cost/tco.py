@@ -17,17 +17,12 @@ import numpy as np
 
 from engine.catalog import Catalog
 from engine.cost import uncertainty
-from engine.cost.costing import (  # noqa: F401 - re-exported: public names of this module before the split
+from engine.cost.costing import (
     CATEGORIES,
     CATEGORY_PREFIX,
-    HOURS_PER_YEAR,
     Line,
-    PerfPoint,
     annual,
-    build_lines,
-    capital_recovery_factor,
-    evaluate,
-    goodput_for,
+    cost_lines,
     perf_point,
 )
 from engine.document.costs_section import resolve_costs
@@ -118,7 +113,7 @@ def tco(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None, 
     ranges = s.ranges
     params = s.cost_params if s.cost_params is not None else resolve_costs(None, catalog)
     point = perf_point(s, catalog, params, performance=performance)
-    lines, summary, gp = evaluate(point, params, catalog)
+    lines, summary, gp = cost_lines(point, params, catalog)
     tco_out: dict[str, Any] = {k: _f(v) for k, v in summary.items() if not k.startswith(CATEGORY_PREFIX)}
     tco_out["annual_by_category_usd"] = {c: _f(summary.get(f"{CATEGORY_PREFIX}{c}", 0.0)) for c in CATEGORIES}
     tco_out["line_items"] = [_line_dict(ln, params) for ln in lines if _f(ln.total) != 0.0]

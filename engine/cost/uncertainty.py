@@ -13,7 +13,7 @@ Monte Carlo (vectorized)
 * Performance-affecting inputs (``cluster.*``, ``training.*``) need :func:`predict` and fabric sizing, which are
   scalar. Each such input is discretised into ``m`` equal-probability bins (by rank of its samples); every bin is
   represented by the median of its samples (rounded for integer inputs) and the pipeline runs once per distinct
-  combination of bins that occurs (at most ``MAX_PERF_POINTS``; ``m`` shrinks as the number of such inputs grows).
+  combination of bins that occurs (at most ``bounds.MAX_PERF_POINTS``; ``m`` shrinks as the number of such inputs grows).
   Samples are then grouped by combination and priced vectorized. With no performance ranges, predict runs once.
 
 Sensitivity: each ranged input (explicit ranges, plus catalog default ranges for the main prices and facility
@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from engine.budget import checkpoint
 from engine.catalog import Catalog, get_item, items_of_kind
-from engine.cost.costing import evaluate, perf_point
+from engine.cost.costing import cost_lines, perf_point
 from engine.document.costs_section import cooling_of, resolve_costs
 from engine.document.parse import parse_scenario
 from engine.document.ranges import (
@@ -45,10 +45,7 @@ from engine.fabric.parts import FabricError, switch_radix
 from engine.schema import bounds
 from engine.schema.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
 from engine.schema.types import CostParams, Range, Scenario
-
-MAX_PERF_POINTS = bounds.MAX_PERF_POINTS  # distinct performance points of one Monte Carlo
-
-Arr = npt.NDArray[np.float64]
+from engine.units import Arr
 
 
 def sample(r: Range, n: int, rng: np.random.Generator) -> Arr:
@@ -117,13 +114,13 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
     points = 0
     if not perf_ranges:
         point = base_point if base_point is not None else perf_point(parsed or base, catalog, params)
-        _, summary, _ = evaluate(point, params, catalog)
+        _, summary, _ = cost_lines(point, params, catalog)
         for k in out_keys:
             outputs[k][:] = summary[k]
         points = 1
     else:
         dims = len(perf_ranges)
-        bins = max(2, math.floor(MAX_PERF_POINTS ** (1.0 / dims) + 1e-9))
+        bins = max(2, math.floor(bounds.MAX_PERF_POINTS ** (1.0 / dims) + 1e-9))
         bin_idx = np.empty((samples, dims), dtype=np.intp)
         reps: list[list[float | int]] = []
         for j, r in enumerate(perf_ranges):
@@ -146,7 +143,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
                 pin_hardware(doc, base_point)
                 cache[values] = perf_point(doc, catalog, params)
             idx = np.nonzero(inverse == c)[0]
-            _, summary, _ = evaluate(cache[values], _subset(params, idx, samples), catalog)
+            _, summary, _ = cost_lines(cache[values], _subset(params, idx, samples), catalog)
             for k in out_keys:
                 outputs[k][idx] = summary[k]
         points = len(cache)
@@ -291,7 +288,7 @@ def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
             pin_hardware(doc, point)
         params = resolve_costs(doc.get("costs"), catalog, cooling=cooling)
         pt = perf_point(doc, catalog, params) if r.affects_performance else point
-        _, summary, _ = evaluate(pt, params, catalog)
+        _, summary, _ = cost_lines(pt, params, catalog)
         return float(np.asarray(summary["run_cost_usd"]))
 
     rows: list[dict[str, Any]] = []

@@ -36,12 +36,10 @@ Model (all closed forms, no per-case constant):
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
 from engine.fabric.tables import crossing_share_array
 from engine.schema.enums import DEFAULT_QPS  # queue pairs per routing mode when the scenario does not say
-
-Arr = npt.NDArray[np.float64]
+from engine.units import Arr
 
 # residual imbalance of adaptive routing / packet spraying (sources in the module docstring)
 AR_EFF = {"infiniband": 0.97, "roce": 0.95}

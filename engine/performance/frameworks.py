@@ -5,6 +5,13 @@ row). ``auto`` resolves per layout: layouts with tensor or pipeline parallelism 
 data-parallel layouts on PyTorch FSDP (NO_SHARD = DDP, SHARD_GRAD_OP = ZeRO-2, FULL_SHARD = ZeRO-3), the
 stacks that implement those layouts in practice.
 
+Software as it ran (issue #22): each framework is a list of dated records (``RELEASES``, oldest first, each with
+the commit or PR that dates it); ``training.framework_release`` (YYYY-MM) selects the record in force then
+(:func:`profile_at`), absent the current one (``PROFILES``). The records say how ZeRO-3 gathers
+(``zero3_gather``, buckets), whether DP and p2p communication overlap, which layouts the stack implements
+(``interleaved_pipeline``, ``max_zero``: refused naming the field, left out of "auto" searches by api.py) and which
+NCCL algorithms existed (``nccl_algorithms``, from NCCL's release dates). docs/performance-model.md s.3b.
+
 Sources (documented defaults):
 
 * Megatron-Core (``DistributedDataParallelConfig``; Megatron-LM README "Distributed optimizer" and the
@@ -45,12 +52,27 @@ Sources (documented defaults):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.schema.enums import Framework, MoeDispatcher
 from engine.units import Arr, BoolArr, Count, Ratio
+
+# ZeRO-3 gather modes: one synchronous collective per parameter tensor (DeepSpeed before PR #1453, 2022-01), or
+# parameters batched into buckets gathered asynchronously ahead of use (every stack since).
+ZERO3_PER_TENSOR_SYNC = "per-tensor-sync"
+ZERO3_BUCKETED_ASYNC = "bucketed-async"
+ZERO3_GATHER_MODES = (ZERO3_PER_TENSOR_SYNC, ZERO3_BUCKETED_ASYNC)
+# NCCL algorithms gated by NCCL's release (names as collectives/*.py's Algorithm.name), with the NCCL release that
+# added each (tag commit dates of github.com/NVIDIA/nccl): NVLS (NVLink SHARP all-reduce, intra-node) in 2.17.1-1
+# (5d3ab08b, 2023-03-01; 2.18.1-1, d97a32fa 2023-04-18, added NVLS+Tree and IB SHARP to it across nodes); PAT
+# (all-gather / reduce-scatter, one rank per node, log2 steps) in 2.23.4-1 (68b54236, 2024-09-16).
+NCCL_NVLS = "nvls"
+NCCL_PAT = "pat"
+NCCL_RELEASES: tuple[tuple[str, str], ...] = ((NCCL_NVLS, "2023-03"), (NCCL_PAT, "2024-09"))
+NCCL_ALL_ALGORITHMS: frozenset[str] = frozenset(name for name, _ in NCCL_RELEASES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,38 +90,113 @@ class FrameworkProfile:
     pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
     ep_overlap: bool = False  # MoE all-to-all hidden under another micro-batch's compute (1F1B steady state)
     moe_dispatcher: str = MoeDispatcher.ALLTOALL  # MoE token dispatcher when training.moe_dispatcher is auto
+    # ---- software as it ran (issue #22): what the stack did at a date (training.framework_release)
+    since: str = "2019-01"  # YYYY-MM from which this record holds (until the next record of the framework)
+    zero3_gather: str = ZERO3_BUCKETED_ASYNC  # how ZeRO-3 gathers (ZERO3_GATHER_MODES)
+    zero3_gather_bucket_params: float = math.inf  # parameters per ZeRO-3 all-gather (inf: one per layer)
+    zero3_reduce_bucket_params: float = math.inf  # parameters per ZeRO-3 reduce-scatter (inf: one per layer)
+    max_zero: int = 3  # highest ZeRO stage the stack implements (a higher one is refused, naming training.zero)
+    interleaved_pipeline: bool = True  # virtual pipeline stages (parallelism.vpp > 1) implemented
+    nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
+
+    @property
+    def zero3_per_tensor(self) -> bool:
+        """ZeRO-3 issues one synchronous collective per parameter tensor (DeepSpeed before PR #1453)."""
+        return self.zero3_gather == ZERO3_PER_TENSOR_SYNC
 
 
-# Megatron-Core: 0.3 of TP time hidden (Transformer Engine bulk overlap, calibrated once on the public set,
-# docs/performance-model.md s.3b); buckets of max(40M, 1M x dp) parameters, 40M used; one reduce-scatter per step.
-MEGATRON_CORE_PROFILE = FrameworkProfile(
-    name=Framework.MEGATRON_CORE, tp_overlap=0.3, grad_overlap=True, param_overlap=True, bucket_params=40e6,
-    zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0, pp_overlap=True,
-    moe_dispatcher=MoeDispatcher.ALLGATHER)
+# Each framework is a list of dated records (``since`` YYYY-MM, oldest first): the record in force at
+# training.framework_release is the last one whose ``since`` is not later (the first one for earlier dates), the
+# current one when no release is given. Each record is the previous one with what changed, and the commit or PR
+# that changed it (docs/performance-model.md s.3b).
+#
+# Megatron-LM / Megatron-Core (NVIDIA/Megatron-LM history). 0.3 of TP time hidden (Transformer Engine bulk overlap,
+# calibrated once on the public set, docs/performance-model.md s.3b); buckets of max(40M, 1M x dp) parameters, 40M
+# used; one reduce-scatter per step. Before 2021-02: no virtual stages; DP gradient reduction after the backward;
+# ZeRO-1/2 = the distributed optimizer's cost; no ZeRO-3.
+_MEGATRON_2019 = FrameworkProfile(
+    name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.3, grad_overlap=False, param_overlap=False,
+    bucket_params=40e6, zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0,
+    pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=2, interleaved_pipeline=False)
+MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
+    _MEGATRON_2019,
+    # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...)
+    _m21 := dataclasses.replace(_MEGATRON_2019, since="2021-02", interleaved_pipeline=True),
+    # f9283c5a8a (2023-05-31) "Add option to overlap p2p communication" (on with virtual stages)
+    _m23a := dataclasses.replace(_m21, since="2023-05", pp_overlap=True),
+    # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"
+    _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
+    # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)
+    _m23c := dataclasses.replace(_m23b, since="2023-11", param_overlap=True),
+    # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer);
+    # Megatron-FSDP, d165a8548b (2025-02-26) "MCore Customized FSDP", gathers per layer likewise
+    dataclasses.replace(_m23c, since="2024-11", max_zero=3),
+)
 # NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%).
-NEMO_PROFILE = dataclasses.replace(MEGATRON_CORE_PROFILE, name=Framework.NEMO, tp_overlap=0.6,
-                                   moe_dispatcher=MoeDispatcher.ALLTOALL)
-# DeepSpeed: overlap_comm false for stages 1-2; reduce_bucket_size 5e8 elements; ZeRO-2 reduces and shards per
-# micro-batch.
-DEEPSPEED_PROFILE = FrameworkProfile(
-    name=Framework.DEEPSPEED, tp_overlap=0.0, grad_overlap=False, param_overlap=False, bucket_params=5e8,
-    zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0, pp_overlap=False)
-# PyTorch FSDP / FSDP2: 25M-parameter buckets (bucket_cap_mb 25), BACKWARD_PRE / implicit one-layer prefetch.
-FSDP_PROFILE = FrameworkProfile(
-    name=Framework.FSDP, tp_overlap=0.0, grad_overlap=True, param_overlap=True, bucket_params=25e6,
-    zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0, pp_overlap=False)
-FSDP2_PROFILE = dataclasses.replace(FSDP_PROFILE, name=Framework.FSDP2)
+NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL)
+                      for p in MEGATRON_CORE_PROFILES)
+# DeepSpeed (microsoft/DeepSpeed history): overlap_comm false for stages 1-2; reduce_bucket_size 5e8 elements; ZeRO-2
+# reduces and shards per micro-batch. Its pipeline engine has one training schedule, 1F1B (TrainSchedule in
+# deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused.
+_DEEPSPEED_2020 = FrameworkProfile(
+    name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
+    bucket_params=5e8, zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0,
+    pp_overlap=False, max_zero=2, interleaved_pipeline=False, zero3_gather=ZERO3_PER_TENSOR_SYNC)
+DEEPSPEED_PROFILES: tuple[FrameworkProfile, ...] = (
+    _DEEPSPEED_2020,
+    # 599258f97 (2021-03-08) "ZeRO 3 Offload (#834)": stage 3, one list-based all_gather per parameter tensor, each
+    # followed by torch.cuda.synchronize (PR #1188, c0eeb69df 2021-10-31: "the async version is not async at all,
+    # because each all_gather calls torch.cuda.synchronize()"; #1188 kept one collective per tensor)
+    _d21 := dataclasses.replace(_DEEPSPEED_2020, since="2021-03", max_zero=3),
+    # PR #1453, 4912e0ad7 (2022-01-20, released in v0.6.0): "batching allgather calls to amortize fixed overhead",
+    # "batching reduce_scatter calls", "prefetching improvements": gathers in stage3_prefetch_bucket_size (5e7)
+    # buckets, reduce-scatters in reduce_bucket_size (5e8) buckets (deepspeed/runtime/zero/config.py defaults)
+    dataclasses.replace(_d21, since="2022-01", zero3_gather=ZERO3_BUCKETED_ASYNC, zero3_gather_bucket_params=5e7,
+                        zero3_reduce_bucket_params=5e8),
+)
+# PyTorch FSDP / FSDP2: 25M-parameter buckets (bucket_cap_mb 25), BACKWARD_PRE / implicit one-layer prefetch; ZeRO-3
+# gathers one flat parameter per wrapped layer (FSDP2: one all-gather per layer's parameter group). FSDP in
+# torch.distributed since PyTorch 1.11 (2022-03); the earliest record stands for earlier dates (FairScale's FSDP).
+# The rate limiter (limit_all_gathers: PR #83917, 2022-08; on by default from PR #104900, 2023-07) caps in-flight
+# all-gathers at 2 against allocator retries; it changes memory, not this model's one-layer prefetch.
+FSDP_PROFILES: tuple[FrameworkProfile, ...] = (FrameworkProfile(
+    name=Framework.FSDP, since="2022-03", tp_overlap=0.0, grad_overlap=True, param_overlap=True, bucket_params=25e6,
+    zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0, pp_overlap=False),)
+# FSDP2 (fully_shard; PR #118004 stack, 2024-02): same traffic and prefetch, no rate limiter.
+FSDP2_PROFILES = (dataclasses.replace(FSDP_PROFILES[-1], name=Framework.FSDP2, since="2024-02"),)
 
-_BY_NAME = {p.name: p for p in (MEGATRON_CORE_PROFILE, NEMO_PROFILE, DEEPSPEED_PROFILE, FSDP_PROFILE, FSDP2_PROFILE)}
+_HISTORY = {p[0].name: p for p in (MEGATRON_CORE_PROFILES, NEMO_PROFILES, DEEPSPEED_PROFILES, FSDP_PROFILES,
+                                     FSDP2_PROFILES)}
 # keyed on the scenario's framework names (engine.schema.enums.Framework): a name without a profile fails at import
-PROFILES: dict[str, FrameworkProfile] = {name: _BY_NAME[name] for name in Framework.values()}
+RELEASES: dict[str, tuple[FrameworkProfile, ...]] = {name: _HISTORY[name] for name in Framework.values()}
+# the current record of each framework (no training.framework_release)
+PROFILES: dict[str, FrameworkProfile] = {name: dated[-1] for name, dated in RELEASES.items()}
+MEGATRON_CORE_PROFILE, DEEPSPEED_PROFILE = PROFILES[Framework.MEGATRON_CORE], PROFILES[Framework.DEEPSPEED]
 
 
-def named_profile(name: str | None) -> FrameworkProfile | None:
-    """The named profile, or None for ``auto`` (resolved per layout by :func:`layout_profiles`)."""
+def nccl_algorithms(release: str | None) -> frozenset[str]:
+    """The gated NCCL algorithms released by ``release`` (YYYY-MM; None = the current NCCL: all of them)."""
+    if release is None:
+        return NCCL_ALL_ALGORITHMS
+    return frozenset(name for name, since in NCCL_RELEASES if since <= release)
+
+
+def profile_at(name: str, release: str | None) -> FrameworkProfile:
+    """The record of framework ``name`` in force at ``release`` (YYYY-MM; None = the current one), with the NCCL
+    algorithms of that date."""
+    dated = RELEASES[name]
+    if release is None:
+        return dated[-1]
+    record = next((p for p in reversed(dated) if p.since <= release), dated[0])
+    return dataclasses.replace(record, nccl_algorithms=nccl_algorithms(release))
+
+
+def named_profile(name: str | None, release: str | None = None) -> FrameworkProfile | None:
+    """The named profile at ``release`` (None: the current one), or None for ``auto`` (resolved per layout by
+    :func:`layout_profiles`)."""
     if name is None or name == "auto":
         return None
-    return PROFILES[name]
+    return profile_at(name, release)
 
 
 def moe_dispatcher(framework: str | None, choice: str | None) -> str:
@@ -124,6 +221,9 @@ class LayoutProfiles:
     zero3_prefetch_layers: Count
     pp_overlap: BoolArr
     ep_overlap: BoolArr
+    zero3_per_tensor: BoolArr  # one synchronous collective per parameter tensor (FrameworkProfile.zero3_gather)
+    zero3_gather_bucket_params: Count
+    zero3_reduce_bucket_params: Count
 
 
 def runs_on_megatron(tp: Arr, pp: Arr) -> BoolArr:
@@ -131,15 +231,15 @@ def runs_on_megatron(tp: Arr, pp: Arr) -> BoolArr:
     return np.asarray((tp > 1) | (pp > 1))
 
 
-def layout_profiles(framework: str | None, tp: Arr, pp: Arr) -> LayoutProfiles:
-    """The profile per layout: the named framework's everywhere, or for ``auto`` Megatron-Core's where the layout
-    has TP or PP and FSDP's elsewhere."""
+def layout_profiles(framework: str | None, tp: Arr, pp: Arr, release: str | None = None) -> LayoutProfiles:
+    """The profile per layout at ``release`` (training.framework_release; None = current): the named framework's
+    everywhere, or for ``auto`` Megatron-Core's where the layout has TP or PP and FSDP's elsewhere."""
     names = [f.name for f in dataclasses.fields(LayoutProfiles)]
-    fixed = named_profile(framework)
+    fixed = named_profile(framework, release)
     if fixed is not None:
         return LayoutProfiles(**{k: np.full_like(tp, getattr(fixed, k), dtype=type(getattr(fixed, k)))
                                  for k in names})
-    mega, fsdp = PROFILES[Framework.MEGATRON_CORE], PROFILES[Framework.FSDP]
+    mega, fsdp = profile_at(Framework.MEGATRON_CORE, release), profile_at(Framework.FSDP, release)
     is_mega = runs_on_megatron(tp, pp)
     out = {k: np.where(is_mega, getattr(mega, k), getattr(fsdp, k)) for k in names}
     # ZeRO-2 asked for without naming a framework keeps its gradients sharded in memory; with TP/PP the

@@ -24,6 +24,7 @@ Pure Python, no Django, no numpy required (arrays are accepted duck-typed by :fu
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ BOUNDS: dict[str, Bound] = {
     "model.ffn_hidden": _int_bound(1, MAX_FFN, "~60x the widest published FFN, 73,728"),
     "model.vocab": _int_bound(1, MAX_VOCAB, "~64x the largest published vocabularies, 256k"),
     "model.seq_len": _int_bound(1, MAX_SEQ_LEN, "longer than any announced context, 10M tokens"),
+    "model.attention_window": _int_bound(1, MAX_SEQ_LEN, "same bound as model.seq_len"),
     "model.moe.experts": _int_bound(1, MAX_EXPERTS, "published MoE models route to <= 256 experts"),
     "model.moe.top_k": _int_bound(1, MAX_EXPERTS, "at most model.moe.experts"),
     "model.moe.expert_ffn_hidden": _int_bound(1, MAX_FFN, "same bound as model.ffn_hidden"),
@@ -281,6 +283,28 @@ def check_int(value: Any, field: str, lo: float | None = None, hi: float | None 
     return int(value)
 
 
+# training.framework_release: a month, YYYY-MM, from the first release a profile dates (engine/performance/
+# frameworks.py: Megatron-LM 2019) to the current month (a release in the future is no release)
+EARLIEST_RELEASE = "2019-01"
+_MONTHS = 12
+
+
+def check_release(value: Any, field: str, today: datetime.date | None = None) -> str:
+    """``value`` as a ``"YYYY-MM"`` month between :data:`EARLIEST_RELEASE` and the current month."""
+    if not isinstance(value, str):
+        raise BoundError(field, f'must be a month "YYYY-MM", got {_type_name(value)} {_show(value)}', WRONG_TYPE)
+    year, dash, month = value.partition("-")
+    if not (dash and len(year) == 4 and len(month) == 2 and year.isdigit() and month.isdigit()
+            and 1 <= int(month) <= _MONTHS):
+        raise BoundError(field, f'must be a month "YYYY-MM", got {_show(value)}', WRONG_TYPE)
+    now = today or datetime.date.today()
+    latest = f"{now.year:04d}-{now.month:02d}"
+    if not EARLIEST_RELEASE <= value <= latest:
+        raise BoundError(field, f"must be a month from {EARLIEST_RELEASE} to {latest} (the current month), "
+                                f"got {_show(value)}")
+    return value
+
+
 def check_number(value: Any, field: str, lo: float | None = None, hi: float | None = None, *,
                  lo_open: bool | None = None) -> float:
     """``value`` as a finite ``float`` within ``[lo, hi]`` (``(lo, hi]`` if ``lo_open``); defaults from the table.
@@ -375,3 +399,34 @@ def check_divisor_input(n: int, field: str) -> int:
     return n
 
 
+
+# ---------------------------------------------------------------------------------------- admission (#23)
+# Work a single engine call may allocate, estimated from its inputs *before* any array is built (fabric studies:
+# engine.flowsim.estimate; capacity plans: engine.fleet.estimate). The platform compares the same estimates with
+# its own, smaller, time and memory budgets (simulations/limits.py) before it queues a run.
+MAX_STUDY_FLOWS = 6_000_000  # flows of one fabric-simulation seed after QP expansion (the simulator's own ceiling)
+MAX_STUDY_BYTES = 4 * 1024**3  # peak memory of one fabric simulation: refused before the first allocation
+MAX_PLAN_EVENTS = 50_000_000  # jobs + failures over every simulation of one plan run (~25 min of simulation)
+
+
+def _amount(x: float, unit: str) -> str:
+    if unit == "bytes":
+        for name, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+            if x >= size:
+                return f"{x / size:,.1f} {name}"
+        return f"{x:,.0f} bytes"
+    if unit == "s":
+        return f"{x:,.0f} s" if x >= 10 else f"{x:.1f} s"
+    return f"{x:,.0f} {unit}"
+
+
+def check_estimate(what: str, estimate: float, limit: float, field: str, unit: str, hint: str = "") -> None:
+    """Refuse work whose *estimate* (seconds, bytes, ...) exceeds ``limit``, naming the input that drives it.
+
+    ``"params.seeds: would need about 1,240 s of fabric simulation, more than the limit of 270 s; lower ..."``.
+    """
+    if not math.isfinite(estimate) or estimate > limit:
+        shown = _amount(estimate, unit) if math.isfinite(estimate) else "an unbounded amount"
+        tail = f"; {hint}" if hint else ""
+        raise WorkLimitError(field, f"would need about {shown} of {what}, more than the limit of "
+                                    f"{_amount(limit, unit)}{tail}")

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.version import ENGINE_VERSION, RELEASES, engine_files, fingerprint
+from engine.version import ENGINE_VERSION, ENGINE_RELEASES, engine_files, fingerprint
 
 
 def test_the_current_version_was_released_with_the_engine_as_it_is() -> None:
     """Edit anything under engine/ that can move a result and this fails until a new version is added."""
     now = fingerprint()
-    assert RELEASES[ENGINE_VERSION] == now, (
+    assert ENGINE_RELEASES[ENGINE_VERSION] == now, (
         f"engine code or data changed since ENGINE_VERSION {ENGINE_VERSION} was released: add a new version to "
-        f"RELEASES in engine/version.py with fingerprint {now!r} (stored results of {ENGINE_VERSION} must not be "
+        f"ENGINE_RELEASES in engine/version.py with fingerprint {now!r} (stored results of {ENGINE_VERSION} must not be "
         "reused for the new engine)")
 
 
 def test_every_release_has_its_own_fingerprint_and_versions_grow() -> None:
-    prints = [p for p in RELEASES.values() if p]
+    prints = [p for p in ENGINE_RELEASES.values() if p]
     assert len(prints) == len(set(prints)), "two versions claim the same engine"
-    versions = [tuple(int(x) for x in v.split(".")) for v in RELEASES]
+    versions = [tuple(int(x) for x in v.split(".")) for v in ENGINE_RELEASES]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
-    assert ENGINE_VERSION == list(RELEASES)[-1]
+    assert ENGINE_VERSION == list(ENGINE_RELEASES)[-1]
 
 
 def test_the_fingerprint_sees_code_and_data_but_not_readmes(tmp_path: Path) -> None:

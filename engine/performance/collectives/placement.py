@@ -1,6 +1,7 @@
 """Where a group of ranks sits on the fabric, and the cluster numbers every collective reads.
 
-Ranks are ordered TP innermost, then CP, DP, PP (Megatron order), so a group of stride ``s`` has
+Ranks are ordered TP innermost, then CP, DP, PP (Megatron order; with DP outermost, TP, CP, PP, DP: a DP x CP
+group is then CP blocks strided over the job, :func:`place_nested`), so a group of stride ``s`` has
 ``k = clip(D/s, 1, n)`` ranks in each NVLink domain of ``D`` GPUs (8 on HGX, 72 on NVL72) and spans ``n/k``
 domains. NCCL knows nothing of switches: ring and tree neighbours follow the rank order, which the launcher's
 host list does not align with leaves, so a hop leaves its leaf with probability ``1 - (m-1)/(N-1)`` where ``m``
@@ -63,6 +64,8 @@ class Net:
     sharp: bool = False
     alpha_override: float | None = None  # calibration: per-step network latency [s]
     pinned_share: float | None = None  # a pinned fabric study's share for this routing (pinned_study.py)
+    # NCCL algorithms not yet released at the scenario's training.framework_release (issue #22; Context.net)
+    unreleased_algorithms: frozenset[str] = frozenset()
     bw_scale_ar: float = 1.0  # calibration: NIC bandwidth multiplier per collective kind
     bw_scale_ag: float = 1.0
     bw_scale_rs: float = 1.0
@@ -106,6 +109,25 @@ def place(net: Net, n: Count, stride: Count) -> Placement:
     k = np.clip(net.domain / np.maximum(stride, 1.0), 1.0, n)
     nodes = n / k
     span_nodes = np.maximum(nodes, n * stride / net.domain)  # job nodes the group is spread over
+    return _spread(net, n, k, nodes, span_nodes)
+
+
+def place_nested(net: Net, n_in: Count, stride_in: Count, n_out: Count, stride_out: Count) -> Placement:
+    """Placement of a group that is ``n_out`` blocks ``stride_out`` GPUs apart, each block ``n_in`` ranks
+    ``stride_in`` apart (``stride_out >= n_in * stride_in``): DP x CP with DP outermost (CP at stride t, DP at
+    stride t c p). Ranks per domain multiply per level; the group spreads over ``n_out * stride_out`` GPUs.
+    With ``n_in = 1`` it is :func:`place` of ``n_out`` ranks at ``stride_out``."""
+    n_in, n_out = np.maximum(n_in, 1.0), np.maximum(n_out, 1.0)
+    n = n_in * n_out
+    k = (np.clip(net.domain / np.maximum(stride_in, 1.0), 1.0, n_in)
+         * np.clip(net.domain / np.maximum(stride_out, 1.0), 1.0, n_out))
+    nodes = n / k
+    span_gpus = np.where(n_out > 1.0, n_out * stride_out, n_in * stride_in)
+    return _spread(net, n, k, nodes, np.maximum(nodes, span_gpus / net.domain))
+
+
+def _spread(net: Net, n: Count, k: Count, nodes: Count, span_nodes: Count) -> Placement:
+    """The tiers a group of ``nodes`` domains spread over ``span_nodes`` job nodes crosses, and what they cost."""
     dens = nodes / span_nodes  # share of spanned nodes that hold a member
     f_leaf = cross_fraction(net.leaf_nodes * dens, nodes) if net.tiers >= LEAF_TIER else np.zeros_like(nodes)
     f_pod = np.where(net.tiers >= POD_TIER, cross_fraction(net.pod_nodes * dens, nodes), 0.0)

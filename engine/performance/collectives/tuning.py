@@ -30,7 +30,9 @@ def collective_time(net: Net, kind: CollectiveKind, nbytes: Bytes, n: Count, str
     per rank (reduced tensor for ar/rs, gathered output for ag, send buffer for a2a). ``pl``: the group's
     placement when the caller already has it (``place(net, n, stride)``)."""
     bus = make_bus(net, kind, nbytes, n, pl if pl is not None else place(net, n, stride))
-    times = [alg.time(bus) for alg in ALGORITHMS if alg.applies(net, kind)]
+    # issue #22: an algorithm NCCL had not released at the scenario's framework release is not a choice
+    times = [alg.time(bus) for alg in ALGORITHMS
+             if alg.applies(net, kind) and alg.name not in net.unreleased_algorithms]
     best = times[0] if times else np.full_like(bus.n, np.inf)
     for t in times[1:]:
         best = np.minimum(best, t)

@@ -7,6 +7,13 @@ states shard e times less (Megatron-Core distributed optimizer, DeepSpeed-MoE). 
 weights for the forward and again for the backward and reduce-scatters its gradients, per micro-batch; the message
 is one layer's parameters per rank, so at thousands of ranks the per-collective latency matters as much as the
 bandwidth. ZeRO-2 as DeepSpeed / FSDP run it reduce-scatters the gradients at every micro-batch's backward.
+
+How the stack issues those collectives (frameworks.py, dated by training.framework_release): bucketed and
+asynchronous (every stack since 2022: FSDP / FSDP2 / Megatron-FSDP one gather per layer, DeepSpeed one per
+stage3_prefetch_bucket_size parameters), hidden under compute but for the first layer's, each launch costing the host
+``COLLECTIVE_LAUNCH_S`` (binding only when the micro-batch's compute is shorter than the launches); or DeepSpeed's
+2021 ZeRO-3: one synchronous collective per parameter tensor (``parameter_tensors``), each paying its latency and
+its launch, the gathers never hidden.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import numpy as np
 
 from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.context import (
+    GATED_FFN_MATRICES,
     ZERO_SHARDS_GRADIENTS,
     ZERO_SHARDS_OPTIMIZER,
     ZERO_SHARDS_PARAMETERS,
+    Context,
     Layouts,
 )
 from engine.performance.datatypes import ADAM_STATE_BYTES, GRAD_BYTES, WEIGHT_BYTES
@@ -35,15 +44,32 @@ ZERO3_VOCAB_COLLECTIVES = 3.0
 # Unsharded weight buffers ZeRO-3 holds: the layer computing, the one prefetched, and the one whose gradients are
 # being reduced - about 3 layers (FSDP with one layer of prefetch).
 ZERO3_BUFFER_LAYERS = 3.0
+# Host time to issue one collective through torch.distributed (Python call, c10d work object, stream event, NCCL
+# enqueue), beyond NCCL's own latency (which groups.time already holds): a 1 KiB torch.distributed all_gather across
+# 2 nodes takes 39.8 us end to end (uccl-project/uccl PR #580's benchmark of NCCL), of which NCCL's modelled
+# small-message latency is about 20 us (collectives/protocols.py: 24 us for 2 nodes) - about 20 us per launch.
+COLLECTIVE_LAUNCH_S = 20e-6
+# Parameter tensors (nn.Parameter objects) of one transformer layer as the model code registers them: GPT-2/BERT
+# style (Megatron GPT, HF GPT-2 / BERT / BLOOM: non-gated FFN, with biases): fused QKV weight + bias, output
+# projection weight + bias, fc1 and fc2 weight + bias, two LayerNorms weight + bias = 12; Llama style (gated FFN,
+# HF Llama / Mistral / Qwen, no biases): q, k, v, o, gate, up, down, two RMSNorm weights = 9.
+PLAIN_LAYER_TENSORS = 12.0
+GATED_LAYER_TENSORS = 9.0
+PLAIN_FFN_TENSORS = 4.0  # fc1, fc2 weight + bias (of those 12)
+GATED_FFN_TENSORS = 3.0  # gate, up, down (of those 9)
+MOE_ROUTER_TENSORS = 1.0  # the router's weight in an MoE layer
 
 
 @dataclass(frozen=True)
 class Zero3Traffic:
     """Per micro-batch on the bottleneck stage (zero without ZeRO-3 or without data parallelism)."""
 
-    layer_gather_s: Seconds  # one all-gather of one layer's weights
-    layer_reduce_scatter_s: Seconds  # one reduce-scatter of one layer's gradients
-    per_layer_s: Seconds  # 2 gathers + 1 reduce-scatter
+    layer_gather_s: Seconds  # all-gathering one layer's weights (its k_g collectives)
+    layer_reduce_scatter_s: Seconds  # reduce-scattering one layer's gradients (its k_r collectives)
+    per_layer_s: Seconds  # 2 gathers + 1 reduce-scatter (+ the gathers' launches where synchronous)
+    gathers_per_layer_count: Count  # k_g: collectives per gather of one layer
+    reduce_scatters_per_layer_count: Count  # k_r
+    launch_s: Seconds  # host time issuing the micro-batch's collectives (COLLECTIVE_LAUNCH_S each)
     vocab_s: Seconds  # the vocabulary matrices' three collectives
     per_microbatch_s: Seconds  # the stage's layers + vocabulary
     floor_s: Seconds  # never hidden: the first layer's gather (per_layer / prefetch depth)
@@ -79,22 +105,53 @@ def zero3_buffer_bytes(lay: Layouts, layer_params: Count) -> Bytes:
     return np.where(lay.zero >= ZERO_SHARDS_PARAMETERS, ZERO3_BUFFER_LAYERS * layer_params * WEIGHT_BYTES, 0.0)
 
 
+def parameter_tensors(ctx: Context, lay: Layouts) -> Count:
+    """Parameter tensors of one layer on one GPU, averaged over dense and MoE layers: the layer's tensors (GPT-style
+    12, Llama-style 9), in MoE layers the FFN's replaced by the router and the local (e / ep) and shared experts'."""
+    gated = ctx.mats == GATED_FFN_MATRICES
+    dense = GATED_LAYER_TENSORS if gated else PLAIN_LAYER_TENSORS
+    ffn = GATED_FFN_TENSORS if gated else PLAIN_FFN_TENSORS
+    if not ctx.moe:
+        return np.full_like(lay.tp, dense)
+    moe = dense - ffn + MOE_ROUTER_TENSORS + (ctx.experts / lay.ep + ctx.shared_experts) * ffn
+    return (ctx.dense_layers * dense + (ctx.layers - ctx.dense_layers) * moe) / ctx.layers
+
+
 def zero3_traffic(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, layer_params: Count,
-                  vocab_params: Count, compute_s: Seconds) -> Zero3Traffic:
+                  vocab_params: Count, compute_s: Seconds, layer_tensors: Count | float = 1.0) -> Zero3Traffic:
     """ZeRO-3 / FSDP collectives of one micro-batch over the d c group; ``compute_s`` = the micro-batch's compute
-    (the window they run under, one layer prefetched: the first layer's gather stays exposed)."""
+    (the window they run under, one layer prefetched: the first layer's gather stays exposed); ``layer_tensors`` =
+    :func:`parameter_tensors` (read where the framework gathers per tensor).
+
+    Bucketed: a layer's gather is k_g = ceil(P / bucket) collectives of P/k_g parameters (1 without a bucket), its
+    reduce-scatter k_r likewise; exposed = max(0, c - compute, launches - compute) + the first layer's.
+    Per tensor, synchronous: k_g = k_r = the layer's tensors, each gather + its launch exposed; the reduce-scatters
+    run under the backward as before."""
     z3 = lay.zero >= ZERO_SHARDS_PARAMETERS
+    sync = prof.zero3_per_tensor
+    tensors = np.maximum(np.asarray(layer_tensors, dtype=np.float64), 1.0)
+    k_g = np.where(sync, tensors, np.maximum(np.ceil(layer_params / prof.zero3_gather_bucket_params), 1.0))
+    k_r = np.where(sync, tensors, np.maximum(np.ceil(layer_params / prof.zero3_reduce_bucket_params), 1.0))
     layer_bytes = layer_params * WEIGHT_BYTES
-    gather = groups.time(CollectiveKind.ALL_GATHER, layer_bytes, ParallelGroup.DP)
-    reduce_scatter = groups.time(CollectiveKind.REDUCE_SCATTER, layer_bytes, ParallelGroup.DP)
-    per_layer = ZERO3_GATHERS_PER_LAYER * gather + reduce_scatter
+    gather = k_g * groups.time(CollectiveKind.ALL_GATHER, layer_bytes / k_g, ParallelGroup.DP)
+    reduce_scatter = k_r * groups.time(CollectiveKind.REDUCE_SCATTER, layer_bytes / k_r, ParallelGroup.DP)
+    # synchronous gathers hold the GPU for their launch too (torch.cuda.synchronize after each, DeepSpeed PR #1188)
+    active = z3 & (shape.grad_reduce_ranks > 1)
+    sync_gathers = np.where(sync & active, ZERO3_GATHERS_PER_LAYER * (gather + k_g * COLLECTIVE_LAUNCH_S), 0.0)
+    per_layer = np.where(sync, sync_gathers, ZERO3_GATHERS_PER_LAYER * gather) + reduce_scatter
     vocab_gather = groups.time(CollectiveKind.ALL_GATHER, vocab_params * WEIGHT_BYTES, ParallelGroup.DP)
     vocab = ZERO3_VOCAB_COLLECTIVES * vocab_gather
-    per_mb = np.where(z3 & (shape.grad_reduce_ranks > 1), shape.stage_layers * per_layer + vocab, 0.0)
-    floor = np.where(z3, per_layer / np.maximum(prof.zero3_prefetch_layers, 1.0), 0.0)
+    per_mb = np.where(active, shape.stage_layers * per_layer + vocab, 0.0)
+    launches = np.where(active, (shape.stage_layers * (ZERO3_GATHERS_PER_LAYER * k_g + k_r) + ZERO3_VOCAB_COLLECTIVES)
+                        * COLLECTIVE_LAUNCH_S, 0.0)
+    prefetched = per_layer / np.maximum(prof.zero3_prefetch_layers, 1.0)
+    floor = np.where(z3, np.where(sync, shape.stage_layers * sync_gathers, prefetched), 0.0)
+    hideable = per_mb - np.where(sync, floor, 0.0)
+    exposed = np.where(sync, np.maximum(0.0, hideable - compute_s) + floor,
+                       np.maximum(0.0, np.maximum(per_mb, launches) - compute_s) + floor)
     return Zero3Traffic(layer_gather_s=gather, layer_reduce_scatter_s=reduce_scatter, per_layer_s=per_layer,
-                        vocab_s=vocab, per_microbatch_s=per_mb, floor_s=floor,
-                        exposed_s=np.maximum(0.0, per_mb - compute_s) + floor)
+                        gathers_per_layer_count=k_g, reduce_scatters_per_layer_count=k_r, launch_s=launches,
+                        vocab_s=vocab, per_microbatch_s=per_mb, floor_s=floor, exposed_s=exposed)
 
 
 def zero2_traffic(prof: LayoutProfiles, grad_reduction_s: Seconds, per_microbatch: BoolArr, bucket_fraction: Ratio,

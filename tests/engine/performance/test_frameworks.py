@@ -8,8 +8,25 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine.performance.frameworks import PROFILES, FrameworkProfile, layout_profiles, moe_dispatcher
+from engine.document.parse import parse_scenario
+from engine.errors import ScenarioError
+from engine.performance.api import candidate_layouts, predict
+from engine.performance.collectives.kinds import CollectiveKind
+from engine.performance.collectives.tuning import collective_time
+from engine.performance.frameworks import (
+    PROFILES,
+    RELEASES,
+    ZERO3_BUCKETED_ASYNC,
+    ZERO3_GATHER_MODES,
+    ZERO3_PER_TENSOR_SYNC,
+    FrameworkProfile,
+    layout_profiles,
+    moe_dispatcher,
+    nccl_algorithms,
+    profile_at,
+)
 from engine.schema.enums import Framework
+from tests.engine.performance._build import build, dense_doc
 
 
 def test_every_framework_name_has_a_profile_and_nothing_else() -> None:
@@ -42,3 +59,98 @@ def test_dispatcher_default_is_the_named_frameworks() -> None:
     assert moe_dispatcher("megatron-core", None) == "allgather"
     assert moe_dispatcher("nemo", None) == "alltoall" and moe_dispatcher(None, None) == "alltoall"
     assert moe_dispatcher("megatron-core", "alltoall") == "alltoall"
+
+
+# ---- software as it ran (issue #22): dated records per framework, selected by training.framework_release
+
+
+def test_every_framework_is_a_list_of_dated_records_oldest_first() -> None:
+    assert list(RELEASES) == list(Framework.values())
+    for name, dated in RELEASES.items():
+        months = [p.since for p in dated]
+        assert months == sorted(months) and len(set(months)) == len(months), name
+        assert all(p.name == name for p in dated) and PROFILES[name] == dated[-1]
+        assert all(p.zero3_gather in ZERO3_GATHER_MODES for p in dated)
+
+
+def test_the_release_selects_the_record_in_force_then() -> None:
+    """DeepSpeed: ZeRO-3 from #834 (2021-03), per-tensor synchronous gathers until PR #1453 (2022-01); Megatron-LM:
+    --overlap-grad-reduce from 2d5220a424 (2023-09), --overlap-param-gather from f048bf8c08 (2023-11)."""
+    assert profile_at("deepspeed", "2020-06").max_zero == 2
+    assert profile_at("deepspeed", "2021-12").zero3_gather == ZERO3_PER_TENSOR_SYNC
+    assert profile_at("deepspeed", "2022-01").zero3_gather == ZERO3_BUCKETED_ASYNC
+    assert profile_at("deepspeed", None) == PROFILES["deepspeed"]
+    assert profile_at("deepspeed", "2019-05") == dataclasses.replace(RELEASES["deepspeed"][0],
+                                                                      nccl_algorithms=frozenset())  # earliest
+    mc = [profile_at("megatron-core", m) for m in ("2023-08", "2023-09", "2023-11")]
+    assert [(p.grad_overlap, p.param_overlap) for p in mc] == [(False, False), (True, False), (True, True)]
+    assert not profile_at("megatron-core", "2020-12").interleaved_pipeline
+    assert profile_at("megatron-core", "2021-02").interleaved_pipeline
+    assert not any(p.interleaved_pipeline for p in RELEASES["deepspeed"])
+
+
+def test_nccl_algorithms_follow_nccl_releases() -> None:
+    """NVLS from NCCL 2.17.1-1 (2023-03-01), PAT from 2.23.4-1 (2024-09-16); none named: all."""
+    assert nccl_algorithms("2023-02") == frozenset()
+    assert nccl_algorithms("2023-03") == {"nvls"}
+    assert nccl_algorithms("2024-08") == {"nvls"} and nccl_algorithms("2024-09") == {"nvls", "pat"}
+    assert nccl_algorithms(None) == {"nvls", "pat"}
+
+
+def test_the_nccl_of_the_release_reaches_the_collective_choice() -> None:
+    """Context.net: an NCCL older than PAT never picks PAT; older than NVLS runs the NVLink ring for all-reduce."""
+    ctx, _, _ = build(dense_doc(tp=1, gpus=64, zero=3, framework="fsdp", framework_release="2024-01"))
+    assert ctx.net.unreleased_algorithms == {"pat"} and ctx.net.nvls
+    ctx, _, _ = build(dense_doc(tp=1, gpus=64, zero=3, framework="fsdp", framework_release="2022-06"))
+    assert ctx.net.unreleased_algorithms == {"pat", "nvls"} and not ctx.net.nvls
+    ctx, _, _ = build(dense_doc(tp=1, gpus=64, zero=3, framework="fsdp"))
+    assert ctx.net.unreleased_algorithms == frozenset() and ctx.net.nvls
+    # one rank per node over 8 nodes (stride 8): PAT's case; without it the time can only grow
+    net_now = ctx.net
+    net_old = dataclasses.replace(net_now, unreleased_algorithms=frozenset({"pat"}))
+    size, n, stride = np.array([1.0e5]), np.array([8.0]), np.array([8.0])
+    assert (collective_time(net_old, CollectiveKind.ALL_GATHER, size, n, stride)[0]
+            >= collective_time(net_now, CollectiveKind.ALL_GATHER, size, n, stride)[0])
+
+
+def test_a_layout_the_framework_cannot_run_is_refused_naming_the_field() -> None:
+    with pytest.raises(ScenarioError) as err:
+        predict(dense_doc(tp=4, pp=2, vpp=2, gpus=64, framework="deepspeed"))
+    assert err.value.field == "parallelism.vpp" and "interleaved" in str(err.value)
+    with pytest.raises(ScenarioError) as err:
+        predict(dense_doc(tp=1, gpus=64, zero=3, framework="megatron-core", framework_release="2024-06"))
+    assert err.value.field == "training.zero"
+    predict(dense_doc(tp=1, gpus=64, zero=3, framework="megatron-core", framework_release="2024-11"))  # runs
+
+
+def test_auto_searches_leave_out_what_the_framework_cannot_run() -> None:
+    doc = dense_doc(tp=4, pp=2, gpus=64, framework="deepspeed", framework_release="2021-06")
+    doc["parallelism"]["vpp"] = "auto"
+    doc["training"]["zero"] = "auto"
+    lay = candidate_layouts(parse_scenario(doc))
+    assert len(lay) > 0 and set(lay.vpp.tolist()) == {1.0} and 3.0 in lay.zero.tolist()
+    doc["training"]["framework"] = "megatron-core"
+    lay = candidate_layouts(parse_scenario(doc))
+    assert set(lay.vpp.tolist()) > {1.0} and max(lay.zero.tolist()) == 2.0
+
+
+def test_deepspeed_fsdp_and_megatron_core_differ_for_zero3_where_their_sources_do() -> None:
+    """7B, ZeRO-3, 64 GPUs: DeepSpeed's 2021 per-tensor synchronous gathers are slowest, its current 5e7-parameter
+    buckets slower than FSDP's one gather per layer; Megatron-Core (FSDP2 / Megatron-FSDP) gathers as FSDP does."""
+    def step(framework: str, release: str | None = None) -> float:
+        training = {"framework": framework} | ({"framework_release": release} if release else {})
+        return float(predict(dense_doc(tp=1, gpus=64, zero=3, **training)).step_time_s)
+
+    ds21, ds24, fsdp, mcore = step("deepspeed", "2021-06"), step("deepspeed", "2024-06"), step("fsdp"), \
+        step("megatron-core")
+    assert ds21 > ds24 > fsdp
+    assert mcore == pytest.approx(fsdp, rel=1e-12)
+
+
+def test_the_release_is_a_month_from_2019_to_now() -> None:
+    for bad in ("2018-12", "2999-01", "2021-13", "21-01", 202101):
+        with pytest.raises(ScenarioError) as err:
+            parse_scenario(dense_doc(framework="fsdp", framework_release=bad))
+        assert err.value.field == "training.framework_release"
+    assert parse_scenario(dense_doc(framework="fsdp", framework_release="2023-07")).training.framework_release \
+        == "2023-07"
