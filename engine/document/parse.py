@@ -42,7 +42,7 @@ from engine.errors import (
 from engine.fabric.pinned_study import check_fabric_study
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.fabric.topology import build_topology
-from engine.schema.bounds import check_int, check_number
+from engine.schema.bounds import check_int, check_number, check_release
 from engine.schema.calibration import check_calibration_section
 from engine.schema.fields import AUTO, BY_PATH, field, keys, required
 from engine.schema.types import (
@@ -207,6 +207,10 @@ def _parse_model(doc: Any) -> ModelSpec:
     head_dim = _int(d, "head_dim", path) if d.get("head_dim") is not None else 0
     if head_dim == hidden // heads:
         head_dim = 0
+    seq_len = _int(d, "seq_len", path)
+    window = _int(d, "attention_window", path) if d.get("attention_window") is not None else 0
+    if window >= seq_len:
+        window = 0  # a window as long as the sequence is full attention
     return ModelSpec(
         name=name,
         layers=layers,
@@ -216,9 +220,10 @@ def _parse_model(doc: Any) -> ModelSpec:
         ffn_hidden=_int(d, "ffn_hidden", path, default=4 * hidden),
         gated_ffn=bool(_bool(d, "gated_ffn", path, default=_declared_default("model.gated_ffn"))),
         vocab=_int(d, "vocab", path),
-        seq_len=_int(d, "seq_len", path),
+        seq_len=seq_len,
         moe=moe,
         head_dim=head_dim,
+        attention_window=window,
     )
 
 
@@ -236,6 +241,8 @@ def _parse_training(doc: Any) -> TrainingSpec:
         attention=_choice(d, "attention", path),
         dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
         framework=_choice(d, "framework", path),
+        framework_release=(check_release(d["framework_release"], f"{path}.framework_release")
+                           if d.get("framework_release") is not None else None),
         expert_kernel=_choice(d, "expert_kernel", path),
         moe_dispatcher=_choice(d, "moe_dispatcher", path),
     )
@@ -266,6 +273,7 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
         sequence_parallel=_bool(d, "sequence_parallel", path, default=None, allow_auto=True)
         if "sequence_parallel" in d else None,
         choices=tuple(choices),
+        dp_placement=_choice(d, "dp_placement", path),
     )
 
 

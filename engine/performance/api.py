@@ -17,10 +17,13 @@ import numpy.typing as npt
 from engine.budget import checkpoint
 from engine.catalog import Catalog
 from engine.document.parse import parse_scenario
-from engine.errors import ScenarioError
+from engine.errors import LAYOUT_CONFLICT, ScenarioError
 from engine.fabric.topology import fabric_block
 from engine.performance.calibrated import overlay_from_scenario
 from engine.performance.context import (
+    DP_OUTER,
+    DP_PLACEMENT_CODES,
+    FRAMEWORK_DP_PLACEMENT,
     RECOMPUTE_CODES,
     ZERO_STAGES,
     Context,
@@ -28,11 +31,13 @@ from engine.performance.context import (
     make_context,
 )
 from engine.performance.error_bands import figure_intervals, throughput_band
+from engine.performance.frameworks import named_profile
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_evaluations, divisors, evaluate
 from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, SearchResult
 from engine.performance.terms.memory import MEMORY_MODEL_UNCERTAINTY, memory_uncertain, usable_memory_bytes
 from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
+from engine.schema.enums import DpPlacement
 from engine.schema.types import Scenario
 from engine.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR, TERA, Arr
 
@@ -104,6 +109,7 @@ def candidate_layouts(s: Scenario) -> Layouts:
     if p.dp is not None:
         base = _filter(base, base["dp"] == p.dp)
     base = _filter(base, np.mod(t.global_batch, base["dp"]) == 0)
+    base = _dp_orders(s, base)
     if m.moe is not None:
         experts = m.moe.experts
         base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus], p.allowed("ep")))
@@ -116,18 +122,63 @@ def candidate_layouts(s: Scenario) -> Layouts:
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
         ok &= np.mod(per_stage, base["vpp"]) == 0
     base = _filter(base, ok)
+    runs = _framework_can_run(s)
+    base = _filter(base, runs(base["vpp"], "parallelism.vpp", p.vpp, p.allowed("vpp")))
     base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch)
                                                             if d <= SEARCH_MAX_MICRO_BATCH]))
     base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
     rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
     base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
     base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
+    base = _filter(base, runs(base["zero"], "training.zero", t.zero, None))
     sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
         raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
                             "global_batch divisible by dp*micro_batch, pp*vpp <= layers)")
     return Layouts(tp=base["tp"], pp=base["pp"], dp=base["dp"], cp=base["cp"], ep=base["ep"], vpp=base["vpp"],
-                   mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp))
+                   mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp),
+                   dp_order=base["dp_order"])
+
+
+def _dp_orders(s: Scenario, base: dict[str, Arr]) -> dict[str, Arr]:
+    """The DP placements to try (parallelism.dp_placement; auto = the named framework's default order; with the
+    framework auto, both where the search searches degrees, the engine's Megatron order where every degree is
+    fixed). A searched outer placement is dropped where it equals the inner one (pp or dp = 1)."""
+    placement = s.parallelism.dp_placement
+    if placement is None and s.training.framework is not None:
+        placement = FRAMEWORK_DP_PLACEMENT[s.training.framework]
+    elif placement is None and all(getattr(s.parallelism, k) is not None for k in ("tp", "pp", "cp", "ep", "vpp")):
+        placement = DpPlacement.INNER
+    code = None if placement is None else DP_PLACEMENT_CODES[placement]
+    base = _cross(base, "dp_order", _opts(code, lambda: sorted(DP_PLACEMENT_CODES.values())))
+    if code is not None:
+        return base
+    return _filter(base, (base["dp_order"] != DP_OUTER) | ((base["pp"] > 1) & (base["dp"] > 1)))
+
+
+def _framework_can_run(s: Scenario) -> Callable[[Arr, str, int | None, tuple[int, ...] | None],
+                                                npt.NDArray[np.bool_]]:
+    """The layouts the named framework implements at training.framework_release (frameworks.py): virtual pipeline
+    stages only where it has an interleaved schedule, ZeRO up to its ``max_zero``. A value the scenario fixes or
+    lists that the framework cannot run is refused naming the field; "auto" leaves it out of the search."""
+    t = s.training
+    prof = named_profile(t.framework, t.framework_release)
+    limits = {"parallelism.vpp": 1 if prof is not None and not prof.interleaved_pipeline else math.inf,
+              "training.zero": prof.max_zero if prof is not None else math.inf}
+    at = f" (release {t.framework_release})" if t.framework_release else ""
+    why = {"parallelism.vpp": "has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs 1F1B only; "
+                              "Megatron-LM has one from 2021-02): use vpp 1",
+           "training.zero": "does not implement this ZeRO stage (ZeRO-3: DeepSpeed from 2021-03, Megatron-Core "
+                            "from 2024-11)"}
+
+    def keep(values: Arr, name: str, fixed: int | None, listed: tuple[int, ...] | None) -> npt.NDArray[np.bool_]:
+        limit = limits[name]
+        given = [fixed] if fixed is not None else list(listed or ())
+        if given and min(given) > limit:
+            raise ScenarioError(name, f"{max(given)}: {t.framework}{at} {why[name]}", LAYOUT_CONFLICT)
+        return np.asarray(values <= limit)
+
+    return keep
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -244,6 +295,20 @@ def rank_layouts(out: LayoutEvaluation) -> tuple[npt.NDArray[np.intp], int]:
     return order.astype(np.intp), int(out.fits.sum())
 
 
+def _attention_layouts(ctx: Context, lay: Layouts) -> Layouts:
+    """Without fused attention there is no context parallelism: Megatron-Core's CP (ring attention) runs only on
+    Transformer Engine's fused attention, so a stack whose attention is unfused (training.attention, or the GPU
+    family's default) keeps CP = 1; CP never switches the kernel. A scenario that fixes CP > 1 there is refused."""
+    if not ctx.unfused_attn:
+        return lay
+    keep = np.flatnonzero(lay.cp <= 1)
+    if len(keep) == 0:
+        raise ScenarioError("parallelism.cp", f"{int(lay.cp[0])}: context parallelism needs fused attention "
+                            "(Megatron-Core ring attention runs on Transformer Engine's fused kernels) and "
+                            'this stack\'s attention is unfused; set training.attention to "flash" or cp to 1')
+    return lay if len(keep) == len(lay) else lay.take(keep.astype(np.intp))
+
+
 def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None,
            calibration: Any = None) -> SearchResult:
     """Fastest layout that fits, over every setting marked "auto" (a fixed scenario has one candidate).
@@ -253,7 +318,7 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     s = parse_scenario(scenario, catalog)
     calibration = _document_calibration(s, catalog, calibration)
     s, ctx = _prepare(s, catalog, calibration)
-    lay = candidate_layouts(s)
+    lay = _attention_layouts(ctx, candidate_layouts(s))
     out = _evaluate(ctx, lay)
     order, n_fit = rank_layouts(out)
     if n_fit == 0:  # nothing runs: the leanest layouts, with what each needs (never a throughput)
@@ -281,7 +346,7 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     s = parse_scenario(scenario, catalog)
     calibration = _document_calibration(s, catalog, calibration)
     s, ctx = _prepare(s, catalog, calibration)
-    lay = candidate_layouts(s)
+    lay = _attention_layouts(ctx, candidate_layouts(s))
     out = _evaluate(ctx, lay)
     if len(lay) == 1:
         return _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, 0), calibration), s)

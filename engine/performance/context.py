@@ -19,9 +19,9 @@ from engine.fabric.routing import DCQCN_HEADROOM_EFF, ROCE_FRAMING_EFF
 from engine.performance import hardware as hw
 from engine.performance.collectives.placement import Net
 from engine.performance.datatypes import BF16_BYTES, FP8_BYTES
-from engine.performance.frameworks import moe_dispatcher
+from engine.performance.frameworks import NCCL_ALL_ALGORITHMS, NCCL_NVLS, moe_dispatcher, nccl_algorithms
 from engine.performance.hardware import GpuSpec
-from engine.schema.enums import DEFAULT_QPS, MoeDispatcher, Precision, Recompute
+from engine.schema.enums import DEFAULT_QPS, DpPlacement, Framework, MoeDispatcher, Precision, Recompute
 from engine.schema.types import Scenario
 from engine.units import BITS_PER_BYTE, GIGA, Arr, BoolArr
 
@@ -37,6 +37,19 @@ ZERO_SHARDS_OPTIMIZER = 1.0  # ZeRO-1: optimizer states sharded over the data-pa
 ZERO_SHARDS_GRADIENTS = 2.0  # ZeRO-2: and the gradients
 ZERO_SHARDS_PARAMETERS = 3.0  # ZeRO-3 / FSDP FULL_SHARD: and the weights (gathered layer by layer)
 ZERO_STAGES = (0, 1, 2, 3)
+# Where DP sits in the rank order (parallelism.dp_placement), as a layout code: 0 = inner (TP, CP, DP, PP from
+# innermost), 1 = outer (TP, CP, PP, DP; Llama 3, arXiv 2407.21783 s.3.3.2). docs/performance-model.md s.3.
+DP_PLACEMENT_CODES = {DpPlacement.INNER: 0, DpPlacement.OUTER: 1}
+DP_PLACEMENT_NAMES = {v: k for k, v in DP_PLACEMENT_CODES.items()}
+DP_OUTER = float(DP_PLACEMENT_CODES[DpPlacement.OUTER])
+# Each framework's documented default rank order: Megatron-Core's RankGenerator order "tp-cp-ep-dp-pp" (NeMo runs
+# Megatron-Core), DeepSpeed's PipeModelDataParallelTopology axes [pipe, data, model] and torchtitan's FSDP2 device
+# mesh [pp, dp_replicate, dp_shard, cp, tp] (parallel_dims.py) all put PP outermost and DP inside it: "inner".
+# FSDP (v1) alone has no pipeline dimension, so the order does not matter. A framework left auto searches both.
+FRAMEWORK_DP_PLACEMENT: dict[str, str] = {
+    Framework.MEGATRON_CORE: DpPlacement.INNER, Framework.NEMO: DpPlacement.INNER,
+    Framework.DEEPSPEED: DpPlacement.INNER, Framework.FSDP: DpPlacement.INNER, Framework.FSDP2: DpPlacement.INNER,
+}
 # No sized topology: reference 64-port switches, a pod of k/2 = 32 leaves (hardware.LEAF_NODES for the leaf).
 REFERENCE_POD_LEAVES = 32.0
 MIN_LEAF_NODES = 1e-9  # guard: a leaf holds a positive share of an NVLink domain even when nodes_per_leaf is 0
@@ -93,6 +106,25 @@ class Context:
     # a fabric study pinned to the scenario (pinned_study.py, issue #13): what the routing share comes from
     # ({"kind": "study", "share": ...} replaces the shipped tables in routing.crossing_share)
     routing_source: Mapping[str, Any] = field(default_factory=dict)
+    # software as it ran (issue #22): training.framework_release (YYYY-MM; None = the current release) and the NCCL
+    # algorithms released by then (frameworks.nccl_algorithms: NVLS from 2.17, PAT from 2.23)
+    framework_release: str | None = None
+    nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS
+    attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
+
+    @property
+    def attn_keys(self) -> float:
+        """Keys per query the attention-core FLOP count uses: min(window, seq) (the non-causal convention's s)."""
+        return min(self.attention_window, self.seq) if self.attention_window else self.seq
+
+    @property
+    def attn_causal_keys(self) -> float:
+        """Keys per query a causal kernel visits, on average: s/2 for full attention (hardware.ATTN_CAUSAL_WORK);
+        a sliding window of w: (w s - w^2/2) / s = w (1 - w / 2s), which is s/2 at w = s."""
+        if not self.attention_window or self.attention_window >= self.seq:
+            return hw.ATTN_CAUSAL_WORK * self.seq
+        w = self.attention_window
+        return w * (1.0 - hw.ATTN_CAUSAL_WORK * w / self.seq)
 
     @property
     def peak(self) -> float:
@@ -100,7 +132,12 @@ class Context:
 
     @property
     def elem_bytes(self) -> float:
-        """Bytes per GEMM operand element: fp8 where asked for and the GPU has fp8 tensor cores, else bf16."""
+        """Bytes per GEMM operand element: fp8 where asked for and the GPU has fp8 tensor cores, the block-scaled
+        formats with their scales (hardware.MXFP8_OPERAND_BYTES, NVFP4_OPERAND_BYTES), else bf16."""
+        if self.precision == Precision.MXFP8 and self.gpu.peak_mxfp8_flops is not None:
+            return hw.MXFP8_OPERAND_BYTES
+        if self.precision == Precision.NVFP4 and self.gpu.peak_nvfp4_flops is not None:
+            return hw.NVFP4_OPERAND_BYTES
         return FP8_BYTES if self.precision == Precision.FP8 and self.gpu.peak_fp8_flops is not None else BF16_BYTES
 
     @property
@@ -113,14 +150,16 @@ class Context:
             tiers=self.tiers, fabric=self.fabric, routing=self.routing,
             qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
             nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
-            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff, sharp=self.sharp, alpha_override=self.net_alpha_s,
+            nvls=g.nvlink_ar_eff > g.nvlink_ring_eff and NCCL_NVLS in self.nccl_algorithms, sharp=self.sharp, alpha_override=self.net_alpha_s,
             pinned_share=self.routing_source.get("share") if self.routing_source.get("kind") == "study" else None,
+            unreleased_algorithms=NCCL_ALL_ALGORITHMS - self.nccl_algorithms,
             **scale,
         )
 
 
 def make_context(s: Scenario, gpu: GpuSpec) -> Context:
     m, c, t = s.model, s.cluster, s.training
+    hw.check_precision(gpu, t.precision)
     moe = m.moe
     nic_bw = c.nic_gbps * GIGA / BITS_PER_BYTE * c.nics_per_node / c.gpus_per_node * hw.NIC_PROTOCOL_EFF
     net = _fabric_numbers(s)
@@ -162,6 +201,8 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         tiers=float(c.tiers),
         fabric=c.fabric,
         framework=getattr(t, "framework", None),
+        framework_release=getattr(t, "framework_release", None),
+        nccl_algorithms=nccl_algorithms(getattr(t, "framework_release", None)),
         # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
         # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)
         sharp=bool(getattr(c, "in_network_reduction", False)) and c.fabric == "infiniband",
@@ -170,6 +211,7 @@ def make_context(s: Scenario, gpu: GpuSpec) -> Context:
         pod_nodes=net["pod_nodes"],
         oversub_leaf=net["oversub_leaf"],
         oversub_spine=net["oversub_spine"],
+        attention_window=float(getattr(m, "attention_window", 0) or 0),
     )
 
 
@@ -214,7 +256,8 @@ def _fabric_numbers(s: Scenario) -> dict[str, float]:
 @dataclass
 class Layouts:
     """Arrays (equal length) of parallel layouts: degrees as float64, recompute as codes 0/1/2
-    (``RECOMPUTE_CODES``), ZeRO stage 0-3, sequence parallelism as a bool."""
+    (``RECOMPUTE_CODES``), ZeRO stage 0-3, sequence parallelism as a bool, DP placement as codes 0/1
+    (``DP_PLACEMENT_CODES``; inner when not given)."""
 
     tp: Arr
     pp: Arr
@@ -226,6 +269,16 @@ class Layouts:
     recompute: Arr
     zero: Arr
     sp: BoolArr
+    dp_order: Arr | None = None  # DP_PLACEMENT_CODES; None = inner everywhere
+
+    def __post_init__(self) -> None:
+        if self.dp_order is None:
+            self.dp_order = np.zeros_like(self.tp)
+
+    @property
+    def dp_outer(self) -> BoolArr:
+        """True where DP is the outermost dimension (TP, CP, PP, DP)."""
+        return np.asarray(self.dp_order == DP_OUTER)
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -238,7 +291,7 @@ class Layouts:
         return {"tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
                 "ep": int(self.ep[i]), "vpp": int(self.vpp[i]), "sequence_parallel": bool(self.sp[i]),
                 "micro_batch": int(self.mb[i]), "recompute": RECOMPUTE_NAMES[int(self.recompute[i])],
-                "zero": int(self.zero[i])}
+                "zero": int(self.zero[i]), "dp_placement": DP_PLACEMENT_NAMES[int(self.dp_outer[i])]}
 
 
-LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp")
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp", "dp_order")

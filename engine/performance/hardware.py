@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.catalog import Catalog, get_item
+from engine.errors import ScenarioError
 from engine.units import GIGA, TERA
 
 # ------------------------------------------------------------------------------------------ GPU families
@@ -52,8 +53,37 @@ FAMILY_CONSTANTS: dict[str, dict[str, float]] = {
     "hopper": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
                "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
     "blackwell": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
-                  "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
+                  "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07, "gemm_eff_nvfp4": 0.39},
 }
+# Block-scaled formats (Blackwell, issue #22 item 7). Peak rates per GPU: catalog mxfp8_dense_tflops /
+# nvfp4_dense_tflops (datasheets); a GPU without the key does not support the format (refused naming
+# training.precision: check_precision).
+# MXFP8 GEMM efficiency: MXFP8 runs in the tensor-core instruction at the fp8 rate (PTX tcgen05.mma
+#   kind::mxf8f6f4, scales applied inside the MMA), so it takes gemm_eff_fp8; no separate measurement in the
+#   component data.
+# gemm_eff_nvfp4: measured fraction of the fp4 peak relative to bf16's, times gemm_eff_bf16 (as gemm_eff_fp8 was
+#   reasoned): B200, 8192^3, cuBLAS (cublasTest 13.3) 5,239 TFLOP/s = 0.58 of 9,000 (deepseek-ai/DeepGEMM PR 348,
+#   table 'Dense GEMM perf (B200, CUDA 12.9)'; DeepGEMM's own kernel 5,702 = 0.63) against B200 bf16 best shape
+#   1,745 of 2,250 = 0.78 (components/gemm.json gemm-0006): 0.58 / 0.78 x 0.52 = 0.39. Cross-check: vLLM PR
+#   20646 (CUTLASS NVFP4, N=6144 K=4096, M=16384) 3,904 TFLOP/s without quantisation vs 1,360 bf16 on the same
+#   shape: 0.43 / 0.60 x 0.52 = 0.37. Weak (two kernel benchmarks, no training-step measurement).
+# NVIDIA's NVFP4 pretraining recipe (Mahabaleshwarkar et al., "Pretraining Large Language Models with NVFP4",
+# arXiv 2509.25149, Sec. 4.1): the first two and the last eight of the 12B model's 62 blocks keep their linear
+# layers in bf16 (about 16% of the linear layers); every other linear layer runs fprop, dgrad and wgrad in
+# NVFP4. The attention core (softmax(QK^T)V), norms, embeddings and the output layer stay bf16 (also in MXFP8:
+# Megatron-Core's --fp8-recipe mxfp8 quantises the Transformer Engine linear layers only).
+NVFP4_BF16_LINEAR_FRACTION = 10.0 / 62.0
+# GEMM operand bytes per element of the block-scaled formats: NVFP4 0.5 B + one E4M3 scale per 16 elements;
+# MXFP8 1 B + one E8M0 scale per 32 (OCP Microscaling Formats v1.0; NVFP4: arXiv 2509.25149 Sec. 2).
+NVFP4_OPERAND_BYTES = 0.5 + 1.0 / 16.0
+MXFP8_OPERAND_BYTES = 1.0 + 1.0 / 32.0
+# Quantisation of a GEMM operand (Transformer Engine, row-wise and column-wise copies for fprop and wgrad):
+# MXFP8: read bf16 (2 B), write both copies with their scales 2 x (1 + 1/32) B = 4.06 B per element (no amax
+# pass: block scales are local). NVFP4: read bf16 (2 B), write both copies 2 x (0.5 + 1/16) B, plus a read of the
+# tensor for the per-tensor amax the second scaling level needs (2 B; the Random Hadamard transform of the wgrad
+# copy is fused into the cast) = 5.13 B per element.
+MXFP8_CAST_BYTES = 2.0 + 2.0 * MXFP8_OPERAND_BYTES
+NVFP4_CAST_BYTES = 2.0 + 2.0 * NVFP4_OPERAND_BYTES + 2.0
 
 # ------------------------------------------------------------------------------------- kernel-level terms
 # Elementwise / normalisation kernels are memory bound; well-written fused kernels reach 80-90% of HBM
@@ -152,18 +182,37 @@ class GpuSpec:
     nvlink_ring_eff: float
     nvlink_ar_eff: float
     default_attention: str = "flash"
+    peak_mxfp8_flops: float | None = None  # None: the GPU has no block-scaled fp8 (refused: check_precision)
+    peak_nvfp4_flops: float | None = None
+    gemm_eff_nvfp4: float = 0.0
 
     def peak(self, precision: str) -> float:
         if precision == "fp8":
             if self.peak_fp8_flops is None:
                 return self.peak_bf16_flops
             return self.peak_fp8_flops
+        if precision == "mxfp8" and self.peak_mxfp8_flops is not None:
+            return self.peak_mxfp8_flops
+        if precision == "nvfp4" and self.peak_nvfp4_flops is not None:
+            return self.peak_nvfp4_flops
         return self.peak_bf16_flops
 
     def gemm_eff(self, precision: str) -> float:
         if precision == "fp8" and self.peak_fp8_flops is not None:
             return self.gemm_eff_fp8
+        if precision == "mxfp8" and self.peak_mxfp8_flops is not None:
+            return self.gemm_eff_fp8  # MXFP8 runs at the fp8 rate (above)
+        if precision == "nvfp4" and self.peak_nvfp4_flops is not None:
+            return self.gemm_eff_nvfp4
         return self.gemm_eff_bf16
+
+
+def check_precision(gpu: GpuSpec, precision: str) -> None:
+    """Refuse a block-scaled precision (mxfp8, nvfp4) on a GPU whose catalog entry has no rate for it."""
+    peaks = {"mxfp8": gpu.peak_mxfp8_flops, "nvfp4": gpu.peak_nvfp4_flops}
+    if precision in peaks and peaks[precision] is None:
+        raise ScenarioError("training.precision", f"{precision} needs tensor cores {gpu.key} does not have "
+                            "(Blackwell: B200, B300, GB200, GB300); use bf16 or fp8")
 
 
 def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu") -> GpuSpec:
@@ -175,6 +224,7 @@ def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu
         if specs.get(name) is not None:
             consts[name] = float(specs[name])
     fp8 = specs.get("fp8_dense_tflops")
+    mxfp8, nvfp4 = specs.get("mxfp8_dense_tflops"), specs.get("nvfp4_dense_tflops")
     return GpuSpec(
         key=key,
         family=family,
@@ -191,4 +241,7 @@ def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu
         nvlink_ring_eff=consts["nvlink_ring_eff"],
         nvlink_ar_eff=consts["nvlink_ar_eff"],
         default_attention=str(specs.get("default_attention") or FAMILY_ATTENTION.get(family, "flash")),
+        peak_mxfp8_flops=float(mxfp8) * TERA if mxfp8 else None,
+        peak_nvfp4_flops=float(nvfp4) * TERA if nvfp4 else None,
+        gemm_eff_nvfp4=consts.get("gemm_eff_nvfp4", 0.0),
     )

@@ -31,7 +31,13 @@ from engine.performance.terms.optimizer import OptimizerStep, optimizer_step
 from engine.performance.terms.parameters import GpuParams, gpu_params
 from engine.performance.terms.pipeline import BottleneckStage, PipelineComm, bottleneck_stage, pipeline_comm
 from engine.performance.terms.shape import LayoutShape, layout_shape
-from engine.performance.terms.sharding import Zero2Traffic, Zero3Traffic, zero2_traffic, zero3_traffic
+from engine.performance.terms.sharding import (
+    Zero2Traffic,
+    Zero3Traffic,
+    parameter_tensors,
+    zero2_traffic,
+    zero3_traffic,
+)
 from engine.performance.terms.step import Breakdown, StepTime, microbatch_time, step_time, timeline_items
 from engine.performance.terms.tensor_parallel import TensorParallelComm, tensor_parallel_comm
 from engine.performance.terms.timeline import SharedTimeline, comm_timeline
@@ -85,7 +91,7 @@ class LayoutEvaluation:
 def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     """Every term for every layout: per layer, per micro-batch on the bottleneck stage, per step."""
     shape = layout_shape(ctx, lay)
-    prof = layout_profiles(ctx.framework, lay.tp, lay.pp)
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp, ctx.framework_release)
     groups = fabric_groups(ctx, lay)
     # compute of one layer and of the output layer, one micro-batch, one GPU
     attn = attention_core(ctx, lay, shape)
@@ -107,7 +113,8 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
                             step_compute_s=shape.microbatch_count * stage.compute_s)
     zero2 = zero2_traffic(prof, dp.grad_reduction_s, dp.reduces_per_microbatch, dp.bucket_fraction,
                           stage.per_microbatch(ctx, layer.backward_s + layer.recompute_s))
-    zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, stage.compute_s)
+    zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, stage.compute_s,
+                          parameter_tensors(ctx, lay))
     # one micro-batch on the shared timeline, then the step
     timeline = comm_timeline(stage.compute_s, timeline_items(ctx, stage, cp, ep, pp, zero2, zero3, groups))
     mb = microbatch_time(ctx, stage, tp, prof.tp_overlap, pp, timeline)

@@ -89,9 +89,17 @@ class Framework(ChoiceSet):
 
 
 class Precision(ChoiceSet):
+    """GEMM precision of the linear layers. ``fp8``: per-tensor scaled fp8 (Transformer Engine delayed / current
+    scaling, Hopper and later); ``mxfp8``: block-scaled fp8 (OCP MX, 32-element blocks, E8M0 scales: every
+    linear layer; Blackwell only); ``nvfp4``: 4-bit NVFP4 (16-element blocks, E4M3 scales + a per-tensor fp32
+    scale) with NVIDIA's recipe (arXiv 2509.25149: some layers in bf16; Blackwell only). The attention core,
+    norms and the output layer stay bf16 in every recipe (hardware.NVFP4_BF16_LINEAR_FRACTION)."""
+
     BF16 = "bf16"
     FP8 = "fp8"
-    CHOICES = ((BF16, "BF16"), (FP8, "FP8"))
+    MXFP8 = "mxfp8"
+    NVFP4 = "nvfp4"
+    CHOICES = ((BF16, "BF16"), (FP8, "FP8"), (MXFP8, "MXFP8 (block-scaled)"), (NVFP4, "NVFP4 (4-bit)"))
 
 
 class Attention(ChoiceSet):
@@ -119,6 +127,19 @@ class MoeDispatcher(ChoiceSet):
     ALLTOALL = "alltoall"
     ALLGATHER = "allgather"
     CHOICES = ((ALLTOALL, "All-to-all"), (ALLGATHER, "All-gather over TP × EP"))
+
+
+class DpPlacement(ChoiceSet):
+    """Where the data-parallel dimension sits in the rank order (docs/performance-model.md section 3): ``inner`` =
+    TP, CP, DP, PP from innermost (Megatron-Core's default order tp-cp-ep-dp-pp, DeepSpeed's, torchtitan's mesh
+    [pp, dp_replicate, dp_shard, cp, tp]): DP groups stay close, pipeline neighbours are far apart; ``outer`` =
+    TP, CP, PP, DP (Llama 3, arXiv 2407.21783 section 3.3.2: DP outermost because it tolerates latency): DP groups
+    span pods, pipeline neighbours are adjacent. "auto" = the named framework's default (``inner``), both searched
+    when the framework is auto."""
+
+    INNER = "inner"
+    OUTER = "outer"
+    CHOICES = ((INNER, "DP inside PP (TP, CP, DP, PP)"), (OUTER, "DP outermost (TP, CP, PP, DP)"))
 
 
 class ExpertKernel(ChoiceSet):

@@ -26,6 +26,7 @@ from engine.schema.enums import (
     Attention,
     ChoiceSet,
     Distribution,
+    DpPlacement,
     ExpertKernel,
     Fabric,
     FacilityMode,
@@ -168,6 +169,13 @@ FIELDS: tuple[Field, ...] = (
        more="e.g. DeepSeek-V3's MLA, approximated as 128 heads of 128 with `kv_heads` 1; sets the Q/output "
             "projection and attention-core FLOPs. Written to the canonical document only when it differs from "
             "the default"),
+    _f("model.attention_window", "int", "Tokens each query attends to (sliding-window or chunked attention)",
+       default_text="`seq_len` (full causal attention)", write=IF_SET, unset=0,
+       more="e.g. Mistral 7B's 4,096-token sliding window: the attention core's FLOPs and fused-kernel time scale "
+            "with min(window, seq_len) instead of seq_len, on every layer (docs/performance-model.md sections 1, "
+            "2). Chunked attention (Llama 4's local layers) is costed as a sliding window of the chunk, up to 2x "
+            "its kernel work; models that mix local and global layers are not expressible yet. A window of "
+            "seq_len or more is full attention"),
     _f("model.moe", "object", "Mixture of experts (absent: a dense model)", write=CUSTOM),
     _f("model.moe.experts", "int", "Routed experts per MoE layer", default=MANDATORY),
     _f("model.moe.top_k", "int", "Experts each token is routed to (at most experts)", default=MANDATORY),
@@ -180,7 +188,11 @@ FIELDS: tuple[Field, ...] = (
     _f("training.micro_batch", "int", "Sequences per micro-batch per data-parallel rank", default=AUTO, auto=True,
        write=AUTO_OR_VALUE),
     _f("training.precision", "choice", "GEMM precision (fp16 runs: use bf16, same peak)", default=Precision.BF16,
-       choices=Precision),
+       choices=Precision,
+       more="`mxfp8` and `nvfp4` need a Blackwell GPU (a GPU without the format is refused). `mxfp8`: every "
+            "linear layer block-scaled fp8; `nvfp4`: NVIDIA's NVFP4 recipe (arXiv 2509.25149), 16% of the linear "
+            "layers kept in bf16; the attention core and the output layer stay bf16 (docs/performance-model.md "
+            "section 2)"),
     _f("training.recompute", "choice", "Activation recomputation", default=AUTO, auto=True, choices=Recompute,
        write=AUTO_OR_VALUE,
        more="`full`: keep only each layer's input, recompute the whole forward (about +30% time). `selective`: "
@@ -204,6 +216,13 @@ FIELDS: tuple[Field, ...] = (
        default=AUTO, auto=True, choices=Framework, write=IF_SET,
        more="DP reduce-scatter / all-gather overlap, TP overlap, ZeRO-3 prefetch and bucket sizes; see "
             "docs/performance-model.md. Written to the canonical document only when set"),
+    _f("training.framework_release", "string", "Month (YYYY-MM) of the framework release the run used",
+       default_text="the current release", write=IF_SET, unset=None,
+       more="Applies what the framework did then (docs/performance-model.md section 3b): DeepSpeed's ZeRO-3 "
+            "gathered one parameter tensor at a time, synchronously, before 2022-01; Megatron-LM overlapped DP "
+            "communication from 2023-09; NCCL had NVLS from 2023-03 and PAT from 2024-09. A layout the release "
+            "cannot run (ZeRO-3 on Megatron-Core before 2024-11, vpp > 1 on DeepSpeed) is refused. From 2019-01 "
+            "to the current month. Written to the canonical document only when set"),
     _f("training.expert_kernel", "choice", "Kernel class of the routed-expert (grouped) GEMMs of MoE layers",
        default=AUTO, auto=True, choices=ExpertKernel, write=IF_SET,
        more="`warp-mma` runs at 0.77 of the dense GEMM rate on Hopper and later. `auto` = `warp-mma` for bf16 on "
@@ -227,6 +246,13 @@ FIELDS: tuple[Field, ...] = (
        default=AUTO, auto=True, default_text="on when tp > 1", write=AUTO_OR_VALUE),
     _f("parallelism.dp", "int", "Data-parallel degree", auto=True, write=IF_SET,
        default_text="`cluster.gpus / (tp * pp * cp)`"),
+    _f("parallelism.dp_placement", "choice", "Where data parallelism sits in the rank order",
+       default=AUTO, auto=True, choices=DpPlacement, write=IF_SET,
+       more="`inner` = TP, CP, DP, PP from innermost (Megatron-Core's tp-cp-ep-dp-pp): DP groups stay inside "
+            "pods, pipeline neighbours cross them; `outer` = TP, CP, PP, DP (Llama 3, arXiv 2407.21783 section "
+            "3.3.2): DP groups span pods and pay the oversubscribed tier, pipeline neighbours stay close. `auto` = "
+            "the named framework's default (`inner`), both searched when the framework is auto. Written to the "
+            "canonical document only when set (docs/performance-model.md section 3)"),
     # ---- cluster (the writer's order)
     _f("cluster.gpu", "key", "GPU model (a catalog key)", default=MANDATORY),
     _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node", default=MANDATORY),

@@ -137,6 +137,7 @@ class ModelSpec:
     seq_len: int
     moe: MoESpec | None = None
     head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
+    attention_window: int = 0  # 0 = full attention; else tokens each query attends to (sliding window / chunks)
 
     @property
     def dim_head(self) -> int:
@@ -156,6 +157,7 @@ class TrainingSpec:
     # gated-FFN (SwiGLU-era: Llama, Mistral, Qwen, DeepSeek) models, on for GPT-2/3-style models
     dropout: bool | None = None
     framework: str | None = None  # a Framework value; None = auto
+    framework_release: str | None = None  # "YYYY-MM": the framework as it ran then; None = the current release
     expert_kernel: str | None = None  # an ExpertKernel value; None = auto (family and precision default)
     moe_dispatcher: str | None = None  # a MoeDispatcher value; None = auto (frameworks.moe_dispatcher)
 
@@ -175,6 +177,7 @@ class ParallelismSpec:
     vpp: int | None
     sequence_parallel: bool | None
     choices: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    dp_placement: str | None = None  # a DpPlacement value; None = auto (the framework's default, or both searched)
 
     def allowed(self, key: str) -> tuple[int, ...] | None:
         """The values a searched degree may take, or None for every value the search would try."""
@@ -264,7 +267,7 @@ def _section(spec: Any, section: str) -> dict[str, Any]:
 
 def _parallelism(p: ParallelismSpec) -> Any:
     """``"auto"`` when every degree is searched, else the degrees (a searched one as ``"auto"`` or its list)."""
-    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel)):
+    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel, p.dp_placement)):
         return AUTO
     par = _section(p, "parallelism")
     for key, values in p.choices:

@@ -46,10 +46,10 @@ class AttentionCore:
 
 
 def unfused_attention(ctx: Context, cp: Count) -> BoolArr:
-    """True where the layout materialises attention scores: the stack's default is unfused and there is no context
-    parallelism (ring attention runs on fused kernels: Megatron-Core CP requires Transformer Engine's fused
-    attention)."""
-    return np.asarray(np.logical_and(~(cp > 1), ctx.unfused_attn))
+    """True where the layout materialises attention scores: the stack's attention is unfused. Context parallelism
+    does not switch the kernel (ring attention needs fused kernels, so the search gives an unfused stack no CP:
+    api._attention_layouts)."""
+    return np.asarray(np.full(np.shape(cp), ctx.unfused_attn, dtype=bool))
 
 
 def short_block_rate(block_tokens: Count) -> Ratio:
@@ -62,10 +62,11 @@ def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> t
     """(forward time, block-rate factor) of the fused kernel: causal half of the counted FLOPs at the family's
     measured FlashAttention-2 rate (bf16 also in fp8 training), one kernel pair per ring step."""
     gpu = ctx.gpu
-    attn_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.seq * ctx.q_dim / lay.tp
-    rate_factor = short_block_rate(ctx.seq / lay.cp)
+    # the keys a causal kernel visits per query: s/2 (hardware.ATTN_CAUSAL_WORK), or w(1 - w/2s) with a window
+    work_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn_causal_keys * ctx.q_dim / lay.tp
+    rate_factor = short_block_rate(np.minimum(ctx.attn_keys, ctx.seq / lay.cp))  # key range: window or CP block
     attn_rate = gpu.peak_bf16_flops * gpu.attn_eff * rate_factor
-    return hw.ATTN_CAUSAL_WORK * attn_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
+    return work_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
 
 
 def unfused_attention_time(ctx: Context, lay: Layouts) -> tuple[Seconds, Seconds]:

@@ -41,7 +41,7 @@ class StepFlops:
 def flops_per_token(ctx: Context) -> TokenFlops:
     h, kvd, qd = ctx.hidden, ctx.kv_heads * ctx.head_dim, ctx.q_dim
     attn_proj = FLOPS_PER_MAC * h * (qd + KV_TENSORS * kvd) + FLOPS_PER_MAC * qd * h  # Q, K, V; output projection
-    attn_core = ATTN_CORE_FLOPS_PER_SEQ_ELEM * ctx.seq * qd
+    attn_core = ATTN_CORE_FLOPS_PER_SEQ_ELEM * ctx.attn_keys * qd  # min(window, s) keys per query
     dense_ffn = FLOPS_PER_MAC * ctx.mats * h * ctx.dense_ffn
     if ctx.moe:
         moe_ffn = (FLOPS_PER_MAC * ctx.mats * h * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)

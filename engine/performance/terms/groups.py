@@ -1,8 +1,11 @@
 """The parallel groups of a layout on the fabric: the one interface between the terms and the collective model.
 
-Ranks are ordered TP innermost, then CP, DP, PP (Megatron order): the TP group is contiguous (stride 1), the CP
-group strides over TP, the DP (x CP) group over TP, the EP group over TP inside the DP x CP ranks, the all-gather
-dispatcher's group is TP x EP contiguous, and pipeline neighbours are t c d ranks apart. Terms ask a
+Ranks are ordered TP innermost, then CP, DP, PP (Megatron order, ``parallelism.dp_placement`` "inner"): the TP
+group is contiguous (stride 1), the CP group strides over TP, the DP (x CP) group over TP, the EP group over TP
+inside the DP x CP ranks, the all-gather dispatcher's group is TP x EP contiguous, and pipeline neighbours are
+t c d ranks apart. With DP outermost ("outer": TP, CP, PP, DP; Llama 3, arXiv 2407.21783 s.3.3.2) pipeline
+neighbours are t c apart and DP ranks t c p apart, so a DP x CP group is CP blocks strided over the whole job
+(:func:`rank_order`, :func:`~engine.performance.collectives.placement.place_nested`). Terms ask a
 :class:`GroupComm` for the time of a collective over a named group; :class:`FabricGroups` answers with the NCCL
 model (collectives/), a test with a closed form of its own.
 """
@@ -19,7 +22,7 @@ import numpy as np
 from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.collectives.moe_dispatch import moe_alltoall_time
 from engine.performance.collectives.p2p import p2p_time
-from engine.performance.collectives.placement import Net, Placement, on_nic, place
+from engine.performance.collectives.placement import Net, Placement, on_nic, place_nested
 from engine.performance.collectives.tuning import collective_time
 from engine.performance.context import Context, Layouts
 from engine.units import BoolArr, Bytes, Count, Seconds
@@ -53,7 +56,8 @@ class FabricGroups:
     ranks: Mapping[ParallelGroup, Count]
     strides: Mapping[ParallelGroup, Count]
     placements: Mapping[ParallelGroup, Placement]
-    pp_stride: Count  # GPUs between pipeline neighbours
+    pp_stride: Count  # GPUs between the pipeline neighbours of the slowest stage boundary
+    order: RankOrder | None = None  # the rank order the placements follow
 
     def time(self, kind: CollectiveKind, nbytes: Bytes, group: ParallelGroup) -> Seconds:
         return collective_time(self.net, kind, nbytes, self.ranks[group], self.strides[group], self.placements[group])
@@ -70,16 +74,53 @@ class FabricGroups:
         return on_nic(self.placements[group])
 
 
+@dataclass(frozen=True)
+class RankOrder:
+    """GPUs between neighbours of each dimension in the rank order (``parallelism.dp_placement``): inner = TP, CP,
+    DP, PP from innermost; outer = TP, CP, PP, DP (docs/performance-model.md s.3, "Which tier the traffic
+    crosses")."""
+
+    cp_stride_ranks: Count  # t
+    dp_stride_ranks: Count  # inner t c; outer t c p
+    pp_stride_ranks: Count  # inner t c d; outer t c
+
+
+def rank_order(lay: Layouts) -> RankOrder:
+    outer = lay.dp_outer
+    tc = lay.tp * lay.cp
+    return RankOrder(cp_stride_ranks=lay.tp, dp_stride_ranks=np.where(outer, tc * lay.pp, tc),
+                     pp_stride_ranks=np.where(outer, tc, tc * lay.dp))
+
+
 def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
+    """The groups' sizes and placements. DP x CP and EP (drawn from the DP x CP ranks, CP first) are CP blocks
+    (stride t) repeated over DP (stride ``dp_stride_ranks``); inner, where DP strides t c right after CP, each is
+    one group of stride t, as before (``place_nested`` with one rank per block)."""
     net, g = ctx.net, ParallelGroup
     ones = np.ones_like(lay.tp)
+    order, outer = rank_order(lay), lay.dp_outer
+    ep_in_cp = np.where(outer, np.minimum(lay.ep, lay.cp), ones)  # EP ranks inside one CP block
     ranks: dict[ParallelGroup, Count] = {g.TP: lay.tp, g.CP: lay.cp, g.DP: lay.dp * lay.cp, g.EP: lay.ep}
-    strides: dict[ParallelGroup, Count] = {g.TP: ones, g.CP: lay.tp, g.DP: lay.tp, g.EP: lay.tp}
+    # (ranks per block, stride in the block, blocks, stride between blocks) per group
+    shape: dict[ParallelGroup, tuple[Count, Count, Count, Count]] = {
+        g.TP: (ones, ones, lay.tp, ones), g.CP: (ones, ones, lay.cp, lay.tp),
+        g.DP: (np.where(outer, lay.cp, ones), np.where(outer, lay.tp, ones), np.where(outer, lay.dp, ranks[g.DP]),
+               np.where(outer, order.dp_stride_ranks, lay.tp)),
+        g.EP: (ep_in_cp, np.where(outer, lay.tp, ones), lay.ep / ep_in_cp, np.where(outer, order.dp_stride_ranks,
+                                                                                   lay.tp)),
+    }
     if ctx.moe and ctx.allgather_dispatch:  # the dispatcher's expert traffic runs over the TP x EP group itself
         ranks[g.TP_EP] = ranks[g.EP] = lay.tp * lay.ep
-        strides[g.TP_EP] = strides[g.EP] = ones
-    placements: dict[ParallelGroup, Placement] = {k: place(net, ranks[k], strides[k]) for k in ranks if k != g.TP_EP}
+        shape[g.EP] = (np.where(outer, lay.tp * ep_in_cp, ones), ones,
+                       np.where(outer, lay.ep / ep_in_cp, ranks[g.EP]), np.where(outer, order.dp_stride_ranks, ones))
+    strides: dict[ParallelGroup, Count] = {k: v[3] for k, v in shape.items()}
+    placements: dict[ParallelGroup, Placement] = {k: place_nested(net, *v) for k, v in shape.items()}
     if g.TP_EP in ranks:
-        placements[g.TP_EP] = placements[g.EP]
+        strides[g.TP_EP], placements[g.TP_EP] = strides[g.EP], placements[g.EP]
+    # DP outermost: neighbours closer than a domain share it, but a pipeline spanning several domains still has a
+    # boundary between two (adjacent) domains, and the slowest boundary paces the pipeline. (Inner keeps the
+    # stride as before: the same holds there when t c d < D, but moving those rows is not this change's to make.)
+    pp = order.pp_stride_ranks
+    pp_boundary = np.where(outer & (pp < net.domain) & (pp * lay.pp > net.domain), net.domain, pp)
     return FabricGroups(net=net, ranks=ranks, strides=strides, placements=placements,
-                        pp_stride=lay.tp * lay.cp * lay.dp)
+                        pp_stride=pp_boundary, order=order)

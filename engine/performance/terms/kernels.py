@@ -25,11 +25,36 @@ def gemm_time(ctx: Context, m: Count, k: Count, n: Count, count: Count | float =
               kernel_eff: float = 1.0) -> Seconds:
     """Time of ``count`` GEMMs (m x k) @ (k x n) on one GPU.
 
-    ``bf16`` forces bf16 (attention score GEMMs in fp8 training); ``kernel_eff`` scales the sustained rate for
-    kernels slower than the dense GEMMs (routed experts on warp-level grouped kernels).
+    ``bf16`` forces bf16 (attention score GEMMs and the output layer in block-scaled training); ``kernel_eff``
+    scales the sustained rate for kernels slower than the dense GEMMs (routed experts on warp-level grouped
+    kernels). NVFP4: the recipe's bf16 share of the linear layers (hardware.NVFP4_BF16_LINEAR_FRACTION) runs at the
+    bf16 rate, the rest at the NVFP4 rate.
     """
-    precision = Precision.BF16 if bf16 else ctx.precision
-    b = BF16_BYTES if bf16 else ctx.elem_bytes
+    if bf16:
+        return _roofline(ctx, Precision.BF16, BF16_BYTES, m, k, n, count, kernel_eff)
+    t = _roofline(ctx, ctx.precision, ctx.elem_bytes, m, k, n, count, kernel_eff)
+    if ctx.precision != Precision.NVFP4:
+        return t
+    share = hw.NVFP4_BF16_LINEAR_FRACTION
+    return (1.0 - share) * t + share * _roofline(ctx, Precision.BF16, BF16_BYTES, m, k, n, count, kernel_eff)
+
+
+def low_precision_linear_share(ctx: Context) -> float:
+    """Share of the linear-layer GEMMs that run in a quantised format (and so are cast): 0 in bf16 (or on a GPU
+    without fp8 tensor cores), 1 - NVFP4_BF16_LINEAR_FRACTION in NVFP4, 1 otherwise."""
+    if ctx.elem_bytes >= BF16_BYTES:
+        return 0.0
+    return 1.0 - hw.NVFP4_BF16_LINEAR_FRACTION if ctx.precision == Precision.NVFP4 else 1.0
+
+
+def output_layer_bf16(ctx: Context) -> bool:
+    """True where the output layer (logits GEMM) stays bf16: the block-scaled recipes quantise the transformer
+    layers' linear layers only (arXiv 2509.25149 Sec. 4.1; Megatron-Core --fp8-recipe mxfp8)."""
+    return ctx.precision in (Precision.MXFP8, Precision.NVFP4)
+
+
+def _roofline(ctx: Context, precision: str, b: float, m: Count, k: Count, n: Count, count: Count | float,
+              kernel_eff: float) -> Seconds:
     rate = ctx.gpu.peak(precision) * ctx.gpu.gemm_eff(precision) * kernel_eff
     flops = FLOPS_PER_MAC * m * k * n
     bytes_ = b * (m * k + k * n) + GEMM_OUTPUT_BYTES * m * n

@@ -12,8 +12,16 @@ from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Cont
 from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP32_BYTES
 from engine.performance.terms.attention import AttentionCore
 from engine.performance.terms.ffn import DenseFfn, MoeFfn
-from engine.performance.terms.kernels import BWD_GEMM_FACTOR, gemm_time, hbm_time, launches
+from engine.performance.terms.kernels import (
+    BWD_GEMM_FACTOR,
+    gemm_time,
+    hbm_time,
+    launches,
+    low_precision_linear_share,
+    output_layer_bf16,
+)
 from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, mix
+from engine.schema.enums import Precision
 from engine.units import Seconds
 
 # fp8 (Transformer Engine recipe): every GEMM operand is cast with its transpose (hardware.FP8_CAST_BYTES).
@@ -64,16 +72,26 @@ def attention_gemms(ctx: Context, lay: Layouts, shape: LayoutShape) -> Seconds:
             + gemm_time(ctx, m_tok, qd / lay.tp, h * ones))
 
 
+def cast_bytes_per_elem(ctx: Context) -> float:
+    """HBM bytes per cast element of the run's GEMM format (hardware.FP8_CAST_BYTES, MXFP8_CAST_BYTES,
+    NVFP4_CAST_BYTES) times the quantised share of the linear layers; 0 in bf16."""
+    per = {Precision.MXFP8: hw.MXFP8_CAST_BYTES, Precision.NVFP4: hw.NVFP4_CAST_BYTES}.get(ctx.precision,
+                                                                                       hw.FP8_CAST_BYTES)
+    return per * low_precision_linear_share(ctx)
+
+
 def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Seconds]:
-    """(forward, backward) time of Transformer Engine's fp8 cast-transposes; zero in bf16."""
+    """(forward, backward) time of Transformer Engine's cast-transposes (fp8, MXFP8, NVFP4 quantisation); zero in
+    bf16."""
     if ctx.elem_bytes >= BF16_BYTES:
         zeros = np.zeros_like(lay.tp)
         return zeros, zeros
+    cast_bytes = cast_bytes_per_elem(ctx)
     tp, f = lay.tp, shape.moe_layer_fraction
     qd, kvd = ctx.q_dim, ctx.kv_heads * ctx.head_dim
     f_eff = dense_fraction(shape) * ctx.dense_ffn + f * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
-    cast_fwd = hw.FP8_CAST_BYTES * (qd / tp + f_eff / tp)
-    cast_bwd = hw.FP8_CAST_BYTES * ((qd + KV_TENSORS * kvd) / tp + FP8_H_WIDE_GRADS * ctx.hidden
+    cast_fwd = cast_bytes * (qd / tp + f_eff / tp)
+    cast_bwd = cast_bytes * ((qd + KV_TENSORS * kvd) / tp + FP8_H_WIDE_GRADS * ctx.hidden
                                     / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp)
     m_tok = shape.microbatch_tokens
     return (hbm_time(ctx, m_tok * cast_fwd) + launches(FP8_CAST_KERNELS_FWD),
@@ -102,6 +120,6 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
 
 def logits_compute(ctx: Context, lay: Layouts, shape: LayoutShape) -> LogitsCompute:
     m_tok = shape.microbatch_tokens
-    gemm = gemm_time(ctx, m_tok, ctx.hidden * np.ones_like(lay.tp), ctx.vocab / lay.tp)
+    gemm = gemm_time(ctx, m_tok, ctx.hidden * np.ones_like(lay.tp), ctx.vocab / lay.tp, bf16=output_layer_bf16(ctx))
     loss = hbm_time(ctx, m_tok * ctx.vocab / lay.tp * LOSS_PASSES * FP32_BYTES)
     return LogitsCompute(gemm_s=gemm, loss_s=loss, total_s=(1.0 + BWD_GEMM_FACTOR) * gemm + loss)

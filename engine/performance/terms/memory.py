@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.performance import hardware as hw
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
-from engine.performance.datatypes import BYTES_ACT, FP8_BYTES, FP32_BYTES
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP32_BYTES
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
@@ -51,8 +51,19 @@ UNFUSED_SCORE_BYTES_KEPT = 5.0
 # Interleaved warm-up (Megatron): 2(p-1) + (v-1)p chunk-forwards plus one in flight = 2p - 1 micro-batches of
 # chunk 0 and p of every other chunk.
 CHUNK0_PASSES_PER_STAGE = 2.0
-# The last stage holds fp32 logits and their gradient.
-LOGITS_TENSORS = 2.0
+# The last stage holds the output layer's logits for the loss: bf16 logits (2 B) and their fp32 copy (4 B), which
+# Megatron's vocab-parallel cross entropy turns into the softmax in place (torch.exp(..., out=)), saves for backward
+# and turns into the gradient in place (megatron/core/tensor_parallel/cross_entropy.py,
+# _VocabParallelCrossEntropy: save_for_backward(exp_logits, ...), backward grad_input = softmax, mul_): 6 B per
+# element at the peak, not two fp32 tensors (8 B, the term before issue #22 item 5).
+LOGITS_BYTES_PER_ELEM = BF16_BYTES + FP32_BYTES
+# How far the memory model's estimate is from measured peaks, either way: torchtitan's published peaks
+# (pytorch/torchtitan docs/performance.md, Table 1, Llama 3.1 8B FSDP on 8 H100, selective op checkpointing:
+# 82.4 GiB bf16 and 76.8 GiB Float8 measured against 85.6 and 87.7 GB modelled, -3% and +6%) and the allocator's
+# reserve beyond the live tensors (PyTorch caching allocator; expandable segments change it by GBs: pytorch PR
+# 96995). A layout within this share of the usable HBM, either side, carries a memory_uncertain note: it may or
+# may not fit, and the planner should say so rather than trust the boundary.
+MEMORY_MODEL_UNCERTAINTY = 0.10
 
 
 @dataclass(frozen=True)
@@ -81,17 +92,26 @@ def usable_memory_bytes(gpu: GpuSpec) -> float:
     return hbm * (1.0 - hw.MEMORY_FRAGMENTATION) - hw.MEMORY_FIXED_GB * GIGA
 
 
+def memory_uncertain(total_bytes: Bytes, gpu: GpuSpec) -> Count:
+    """True where the modelled memory is within MEMORY_MODEL_UNCERTAINTY of the usable HBM (either side)."""
+    usable = usable_memory_bytes(gpu)
+    return np.asarray(np.abs(total_bytes - usable) <= MEMORY_MODEL_UNCERTAINTY * usable)
+
+
 def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerActivations:
     tp, rc, sp_div = lay.tp, lay.recompute, shape.sequence_shard_ranks
     h, f_d, qd = ctx.hidden, ctx.dense_ffn, ctx.q_dim
     kvd = ctx.kv_heads * ctx.head_dim
-    fp8 = ctx.elem_bytes == FP8_BYTES
+    fp8 = ctx.elem_bytes < BF16_BYTES  # fp8, MXFP8, NVFP4: GEMM inputs saved quantised (NVFP4 counted as fp8's 1 B)
     rep = (ACT_REPLICATED_PER_H + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
            - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
     ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
-    routed_copies = f * (ctx.elem_bytes + BYTES_ACT) * ctx.top_k * h
+    # dispatched copies: 1 B in any quantised format (fp8 dispatch, DeepEP / DeepSeek-V3; MXFP8 and NVFP4 recipes
+    # quantise after the dispatch, so no sub-byte copies), bf16 otherwise
+    dispatch_bytes = FP8_BYTES if fp8 else BF16_BYTES
+    routed_copies = f * (dispatch_bytes + BYTES_ACT) * ctx.top_k * h
     shard = ((ACT_Q_AND_OUTPUT_PER_QD + (FP8_OUTPUT_PROJ_COPY_PER_QD if fp8 else 0.0)) * qd + ACT_KV_PER_GD * kvd
              + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
     stored = rep / sp_div + shard / tp + routed_copies
@@ -131,7 +151,7 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)
     in_flight = in_flight_layer_microbatches(ctx, lay, shape)
-    logits = m_tok * ctx.vocab / lay.tp * FP32_BYTES * LOGITS_TENSORS
+    logits = m_tok * ctx.vocab / lay.tp * LOGITS_BYTES_PER_ELEM
     act_mem = m_tok * act.kept_bytes * in_flight + working + np.where(pp > 1, 0.0, logits)
     first = states + buffers + act_mem
     last = np.where(pp > 1, states + buffers + m_tok * shape.stage_layers * act.kept_bytes + logits, 0.0)

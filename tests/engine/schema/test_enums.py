@@ -13,7 +13,7 @@ STORED = {
     "topology": ("fat-tree", "rail-optimized", "multi-plane"),
     "routing": ("ecmp", "ecmp-qp", "adaptive", "pinned"),
     "framework": ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2"),
-    "precision": ("bf16", "fp8"),
+    "precision": ("bf16", "fp8", "mxfp8", "nvfp4"),
     "attention": ("flash", "unfused"),
     "recompute": ("none", "selective", "full"),
     "moe_dispatcher": ("alltoall", "allgather"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.performance.collectives.kinds import CollectiveKind
-from engine.performance.collectives.placement import cross_fraction, on_nic, place
+from engine.performance.collectives.placement import cross_fraction, on_nic, place, place_nested
 from tests.engine.performance.collectives._net import IB_HOP_1_SWITCH, NET
 
 
@@ -36,3 +36,13 @@ def test_calibration_replaces_the_hop_latency_and_scales_bandwidth_per_kind() ->
     net = dataclasses.replace(NET, alpha_override=7e-6, bw_scale_ag=0.5)
     assert place(net, np.array([16.0]), np.array([8.0])).hop[0] == 7e-6
     assert net.bw_scale(CollectiveKind.ALL_GATHER) == 0.5 and net.bw_scale(CollectiveKind.ALL_REDUCE) == 1.0
+
+
+def test_nested_placement_multiplies_ranks_per_domain_and_reduces_to_place() -> None:
+    """DP x CP with DP outermost: 2 CP ranks 2 apart in each of 4 blocks 8 apart -> k = 2 x 1, 4 nodes, spread
+    over 4 x 8 / 8 = 4 nodes; with one rank per block it is ``place`` of the blocks."""
+    pl = place_nested(NET, np.array([2.0]), np.array([2.0]), np.array([4.0]), np.array([8.0]))
+    assert (pl.k[0], pl.nodes[0]) == (2, 4)
+    one, flat = (place_nested(NET, np.array([1.0]), np.array([1.0]), np.array([16.0]), np.array([8.0])),
+                 place(NET, np.array([16.0]), np.array([8.0])))
+    assert all(np.array_equal(getattr(one, f.name), getattr(flat, f.name)) for f in dataclasses.fields(flat))

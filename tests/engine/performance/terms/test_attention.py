@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.errors import ScenarioError
+from engine.performance.api import predict, search
 from engine.performance.terms.attention import attention_core, short_block_rate, unfused_attention
 from tests.engine.performance._build import build, dense_doc, gemm_by_hand, hbm_by_hand
 
@@ -50,6 +52,32 @@ def test_unfused_attention_is_score_gemms_plus_score_traffic() -> None:
     assert attn.backward_s[0] == pytest.approx(2 * t_sc + hbm_by_hand(ctx, 11 * scores) + 6e-6, rel=1e-9)
 
 
-def test_context_parallelism_forces_fused_attention() -> None:
-    ctx, lay, _ = build(dense_doc(tp=8, cp=4, gb=16, attention="unfused"))
-    assert not bool(unfused_attention(ctx, lay.cp)[0])
+def test_context_parallelism_does_not_switch_an_unfused_stack_to_fused_attention() -> None:
+    """CP keeps the stack's kernel; an unfused stack gets no CP: refused when fixed, excluded when searched."""
+    ctx, lay, _ = build(dense_doc(tp=8, cp=1, gb=16, attention="unfused"))
+    assert bool(unfused_attention(ctx, lay.cp * 4.0)[0])
+    with pytest.raises(ScenarioError) as err:
+        predict(dense_doc(tp=8, cp=4, gb=16, attention="unfused"))
+    assert err.value.field == "parallelism.cp"
+    doc = dense_doc(tp=8, cp=4, gb=16, attention="unfused")
+    doc["parallelism"]["cp"] = "auto"
+    assert search(doc).parallelism["cp"] == 1
+    assert search(doc).candidates_evaluated == 1  # only CP 1 is a candidate
+    doc["training"]["attention"] = "flash"
+    assert search(doc).candidates_evaluated > 1
+
+
+def test_a_sliding_window_scales_the_fused_kernel_work_and_its_key_range() -> None:
+    """Window w = 1,024 of s = 4,096: a causal kernel visits w (1 - w / 2s) = 896 keys per query (s/2 = 2,048 without
+    a window), at the rate of 1K-token key ranges."""
+    model = {"name": "swa", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
+             "vocab": 32000, "seq_len": 4096, "attention_window": 1024}
+    ctx, lay, shape = build(dense_doc(tp=8, model=model))
+    flops = 4.0 * 4096 * 896.0 * 4096 / 8
+    rate = 989e12 * 0.35 * (1024 / 1464) / (2048 / 2488)
+    attn = attention_core(ctx, lay, shape)
+    assert attn.forward_s[0] == pytest.approx(flops / rate + 2 * 3e-6, rel=1e-9)
+    assert attn.backward_s[0] == pytest.approx(2.5 * attn.forward_s[0], rel=1e-12)
+    # a window as long as the sequence is full attention (parsed away)
+    full = build(dense_doc(tp=8, model=dict(model, attention_window=4096)))[0]
+    assert full.attention_window == 0.0 and full.attn_causal_keys == 2048.0

@@ -33,3 +33,13 @@ def test_recomputation_adds_hardware_flops_only(recompute: str, attention: str, 
     assert sf.model_flops[0] == pytest.approx(3 * fwd * tokens, rel=1e-12)
     added = {0.0: 0.0, 1.0: L * (24 * H * H + 4 * S * H), 0.5: L * 4 * S * H}[extra]
     assert sf.hardware_flops[0] == pytest.approx(3 * fwd * tokens + added * tokens, rel=1e-12)
+
+
+def test_a_sliding_window_counts_min_window_seq_keys_per_query() -> None:
+    """GPT-22B with a 512-token window: the attention core counts 4 x 512 x h per token per layer (not 4 s h); the
+    projections, FFN and logits do not change."""
+    full = flops_per_token(build(dense_doc(model=GPT_22B, tp=8))[0])
+    ctx, _, _ = build(dense_doc(model=dict(GPT_22B, attention_window=512), tp=8))
+    f = flops_per_token(ctx)
+    assert f.attention_core_flops == pytest.approx(L * 4 * 512.0 * H, rel=1e-12)
+    assert f.forward_flops == pytest.approx(full.forward_flops - L * 4 * (S - 512.0) * H, rel=1e-12)

@@ -14,6 +14,7 @@ from engine.performance.terms.memory import (
     in_flight_layer_microbatches,
     layer_activations,
     memory_per_gpu,
+    memory_uncertain,
     usable_memory_bytes,
 )
 from engine.performance.terms.parameters import gpu_params
@@ -69,7 +70,7 @@ def test_memory_is_states_plus_zero3_buffers_plus_activations() -> None:
     assert mem.states_bytes[0] == pytest.approx(p_total * 18.0 / 8.0, rel=1e-12)
     assert mem.zero3_buffer_bytes[0] == pytest.approx(3.0 * p_layer * 2.0, rel=1e-12)
     tokens = 4096.0  # s b / c
-    logits = tokens * 32000 / 8 * 4.0 * 2.0  # fp32 logits and their gradient, V/t per rank
+    logits = tokens * 32000 / 8 * (2.0 + 4.0)  # bf16 logits + their fp32 softmax / gradient, V/t per rank
     assert mem.logits_bytes[0] == pytest.approx(logits, rel=1e-12)
     act = layer_activations(ctx, lay, shape)
     assert mem.activation_bytes[0] == pytest.approx(tokens * act.kept_bytes[0] * 32 + logits, rel=1e-12)
@@ -82,3 +83,22 @@ def test_usable_memory_is_binary_hbm_less_5_percent_and_1_gb() -> None:
     usable = usable_memory_bytes(gpu_spec("H100-SXM"))
     assert usable == pytest.approx(80 * 2**30 * 0.9956 * 0.95 - 1e9, rel=1e-12)
     assert np.isclose(usable / 1e9, 80.2, atol=0.05)
+
+
+def test_memory_within_ten_percent_of_the_usable_hbm_is_uncertain() -> None:
+    """|modelled - usable| <= 0.10 x usable: the note says whether it fits is not certain (either side)."""
+    gpu = gpu_spec("H100-SXM")
+    usable = usable_memory_bytes(gpu)
+    got = memory_uncertain(np.array([0.89, 0.91, 1.0, 1.09, 1.11]) * usable, gpu)
+    assert got.tolist() == [False, True, True, True, False]
+
+
+def test_predict_says_memory_is_uncertain_near_the_limit() -> None:
+    """Llama 3 405B with Meta's layout: 75.4 GB modelled of 80.2 usable (within 10%): fits, with the note."""
+    from engine.performance.api import predict
+    from engine.validation.runs import DEFAULT_RUNS, load_runs
+
+    run = next(r for r in load_runs(DEFAULT_RUNS) if r["id"] == "llama3-405b-8192-cp1")
+    r = predict(run["scenario"])
+    assert r.fits and any(n.startswith("memory_uncertain:") for n in r.notes)
+    assert not any(n.startswith("memory_uncertain:") for n in predict(dense_doc(tp=8)).notes)  # 7B: far below
