@@ -182,5 +182,5 @@ CHOICE_SETS: dict[str, type[ChoiceSet]] = {
     "fabric": Fabric, "topology": TopologyKind, "routing": Routing, "framework": Framework,
     "precision": Precision, "attention": Attention, "recompute": Recompute, "moe_dispatcher": MoeDispatcher,
     "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
-    "distribution": Distribution,
+    "distribution": Distribution, "dp_placement": DpPlacement,
 }

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from engine.catalog import CatalogError, default_catalog
-from engine.fabric.sizing import FabricSpec, leaf_split, size_fabric, size_tree, tree_capacity
+from engine.fabric.sizing import size_fabric
+from engine.fabric.tree import FabricSpec, leaf_split, size_tree, tree_capacity
 
 
 def spec(gpus: int, **kw: object) -> FabricSpec:

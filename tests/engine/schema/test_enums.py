@@ -21,6 +21,7 @@ STORED = {
     "leaf_placement": ("auto", "rack", "row"),
     "facility_mode": ("colocation", "owned"),
     "distribution": ("triangular", "pert"),
+    "dp_placement": ("inner", "outer"),
 }
 
 
