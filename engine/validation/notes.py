@@ -72,7 +72,7 @@ SET_TEXT: dict[str, SetText] = {
             "  shared: 351.9B parameters, 282.5 GFLOP per token); without it the rows were 31-35% fast. The MegaScale-MoE",
             "  arm (SP 8 attention approximated by CP 8, EP 8 inside the node) is then within 9%, and the engine",
             "  reproduces the source's own ablation (Table 5: TP 8 for attention and FFN is 1.28x slower than SP + EP",
-            "  with overlap; engine 1.26x, tests/engine/test_moe_kernels.py).",
+            "  with overlap; engine 1.26x, tests/engine/performance/test_moe_kernels.py).",
             "- The Megatron-LM arm of MegaScale-MoE (7.9 s at 1,440 GPUs) is the one row worse than 25%: predicted",
             "  41% fast, and it counts in every figure of this set. Its scenario follows the source: commit",
             "  f1f03922's all-gather token dispatcher",

@@ -15,12 +15,11 @@ import pytest
 
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
-from engine.flowsim.simulate import simulate
-from engine.flowsim.study import study
 from engine.flowsim.network import TIERS, network_for
 from engine.flowsim.placement import Layout
 from engine.flowsim.rates import max_min_rates
-from engine.flowsim.study import quote
+from engine.flowsim.simulate import simulate
+from engine.flowsim.study import quote, study
 from tests.engine._scenarios import LLAMA_7B
 
 

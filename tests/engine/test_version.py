@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.version import ENGINE_VERSION, ENGINE_RELEASES, engine_files, fingerprint
+from engine.version import ENGINE_RELEASES, ENGINE_VERSION, engine_files, fingerprint
 
 
 def test_the_current_version_was_released_with_the_engine_as_it_is() -> None:
@@ -21,7 +21,7 @@ def test_every_release_has_its_own_fingerprint_and_versions_grow() -> None:
     assert len(prints) == len(set(prints)), "two versions claim the same engine"
     versions = [tuple(int(x) for x in v.split(".")) for v in ENGINE_RELEASES]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
-    assert ENGINE_VERSION == list(ENGINE_RELEASES)[-1]
+    assert list(ENGINE_RELEASES)[-1] == ENGINE_VERSION
 
 
 def test_the_fingerprint_sees_code_and_data_but_not_readmes(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ so together they hide behind at most one micro-batch of compute C. The exposed t
 
 and nothing is hidden twice (the old model let every item hide behind the same compute C). Because every
 window is at most C, the step time C + E never grows when C shrinks (faster GPU) or c_i shrink (faster
-network): the property tests in tests/engine/test_monotonic.py check it over every layout. The extra above
+network): the property tests in tests/engine/performance/test_monotonic.py check it over every layout. The extra above
 ``sum e_i`` is charged to the items in proportion to the time each can still hide.
 """
 

@@ -20,7 +20,7 @@ from engine.errors import ScenarioError
 from engine.performance.api import predict
 from tests.engine._scenarios import LLAMA_7B, scenario
 from tests.engine.cost._engine_calls import engine_calls
-from tests.engine.test_tco import reference
+from tests.engine.cost.test_tco import reference
 
 
 def _auto_layout() -> dict[str, Any]:

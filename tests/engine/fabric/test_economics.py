@@ -15,9 +15,10 @@ import pytest
 from engine.catalog import CatalogError, get_item
 from engine.cost.tco import tco
 from engine.document.parse import parse_scenario
-from engine.fabric.sizing import FabricPlan, FabricSpec, size_fabric
+from engine.fabric.sizing import FabricPlan, size_fabric
+from engine.fabric.tree import FabricSpec
 from engine.flowsim.network import network_for
-from tests.engine.test_topology import dp_job
+from tests.engine.fabric.test_topology import dp_job
 
 TOPOLOGIES = ("fat-tree", "rail-optimized", "multi-plane")
 FABRICS = ("infiniband", "roce")

@@ -32,11 +32,26 @@ def run(*args: str) -> str:
 
 
 def test_json_output_has_bands_and_the_purchase(tmp_path: Path) -> None:
-    data = json.loads(run(write(tmp_path, doc()), "--replications", "2"))
+    data = json.loads(run(write(tmp_path, doc()), "--replications", "2", "--search"))
     assert data["summary"]["replications"] == 2
     assert data["summary"]["deadlines_missed"]["p50"] == 1.0
     assert data["purchase"]["recommendation"]["option"] == "H100 now 64 GPUs day 0"
+    assert data["purchase"]["replications"] == 2 and "2 replications" in data["purchase"]["headline"]
     assert len(data["replications"]) == 2 and "timeline" in data["first"]
+
+
+def test_the_purchase_search_is_a_separate_flagged_step(tmp_path: Path) -> None:
+    """Issue #24: the README's example silently ran every purchase option (8 options x 10 replications)."""
+    path = write(tmp_path, doc())
+    data = json.loads(run(path, "--replications", "1"))
+    assert "purchase" not in data and data["purchase_options"] == 4  # buy nothing + 3 candidates, not simulated
+    text = run(path, "--replications", "1", "--format", "table")
+    assert "purchase search: not run (4 options; add --search" in text
+    text = run(path, "--replications", "1", "--format", "table", "--search")
+    assert "recommended purchase (meets every deadline at P90 over 1 replication, the same seeds" in text
+    no_candidates = {**doc(), "candidates": []}
+    with pytest.raises(CommandError, match=r"^candidates: is required"):
+        run(write(tmp_path, no_candidates), "--replications", "1", "--search")
 
 
 def test_table_output(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.test_rack_scale import gb300_dense, gb300_moe
+from tests.engine.performance.test_rack_scale import gb300_dense, gb300_moe
 
 pytestmark = pytest.mark.django_db
 

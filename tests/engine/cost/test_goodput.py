@@ -18,8 +18,9 @@ from engine.cost.goodput import (
     param_count,
 )
 from engine.cost.tco import tco
-from engine.fabric.sizing import FabricSpec, size_fabric
-from tests.engine.test_tco import LLAMA3_405B, reference
+from engine.fabric.sizing import size_fabric
+from engine.fabric.tree import FabricSpec
+from tests.engine.cost.test_tco import LLAMA3_405B, reference
 
 DAYS = 54
 GPUS = 16384

@@ -13,7 +13,7 @@ from engine.cost.uncertainty import monte_carlo, sample
 from engine.document.ranges import find_ranges, likely_scenario
 from engine.errors import ScenarioError
 from engine.schema.types import Range
-from tests.engine.test_tco import reference
+from tests.engine.cost.test_tco import reference
 
 
 def ranged(**costs: Any) -> dict[str, Any]:

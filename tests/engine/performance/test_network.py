@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,7 +137,7 @@ def test_network_bound_rows() -> None:
     # every row but one is within 25%: the Megatron-LM arm of MegaScale-MoE is predicted fast, by more than the
     # communication explains (its all-gather dispatcher is modelled, tests/engine/
     # test_moe_dispatcher.py; the source's own TP+TP no-overlap variant is ~1.4x faster than that arm,
-    # tests/engine/test_moe_kernels.py reproduces the communication part); reported, not hidden
+    # tests/engine/performance/test_moe_kernels.py reproduces the communication part); reported, not hidden
     weak = [r for r in rows if r.run_id == "megascale-moe-352b-megatronlm-1440"]
     met = [r for r in rows if r not in weak]
     assert len(met) == 9 and len(weak) == 1

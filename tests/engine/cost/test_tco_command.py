@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.engine.test_tco import reference
+from tests.engine.cost.test_tco import reference
 
 
 def write(tmp_path: Path, doc: Any) -> str:
