@@ -17,7 +17,7 @@ import numpy.typing as npt
 from engine.budget import checkpoint
 from engine.catalog import Catalog
 from engine.document.parse import parse_scenario
-from engine.errors import LAYOUT_CONFLICT, ScenarioError
+from engine.errors import LAYOUT_CONFLICT, NO_LAYOUT, ScenarioError
 from engine.fabric.topology import fabric_block
 from engine.performance.calibrated import overlay_from_scenario
 from engine.performance.context import (
@@ -134,7 +134,7 @@ def candidate_layouts(s: Scenario) -> Layouts:
     sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
         raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
-                            "global_batch divisible by dp*micro_batch, pp*vpp <= layers)")
+                            "global_batch divisible by dp*micro_batch, pp*vpp <= layers)", NO_LAYOUT)
     return Layouts(tp=base["tp"], pp=base["pp"], dp=base["dp"], cp=base["cp"], ep=base["ep"], vpp=base["vpp"],
                    mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp),
                    dp_order=base["dp_order"])

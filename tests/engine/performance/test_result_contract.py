@@ -64,3 +64,15 @@ def test_a_layout_that_fits_keeps_every_figure() -> None:
     r = predict(doc)
     assert r.fits and r.unconstrained is None
     assert all(getattr(r, key) is not None for key in NULL_WHEN_UNFIT) and r.breakdown_s
+
+
+def test_a_dead_end_carries_its_machine_code() -> None:
+    """16 GPUs, 5 heads (TP 1 or 5, and 5 does not divide 16), 2 layers (PP <= 2), a global batch of 3 (DP 1 or
+    3) and a 1,001-token sequence (no context-parallel split): no product of degrees reaches 16."""
+    doc = {"model": {"name": "x", "layers": 2, "hidden": 640, "heads": 5, "kv_heads": 5, "ffn_hidden": 2560,
+                     "vocab": 32000, "seq_len": 1001},
+           "training": {"global_batch": 3, "tokens": 1e9}, "parallelism": "auto",
+           "cluster": {"gpu": "H100-SXM", "gpus": 16}}
+    with pytest.raises(ScenarioError) as err:
+        predict(doc)
+    assert err.value.field == "parallelism" and err.value.code == "no_layout"
