@@ -13,7 +13,7 @@ from engine.catalog import Catalog
 from engine.document.parse import parse_scenario
 from engine.performance.api import candidate_layouts, rank_layouts
 from engine.performance.calibrated import CONTEXT_FIELDS, apply_profile
-from engine.performance.context import RECOMPUTE_NAMES, Context, Layouts, make_context
+from engine.performance.context import Context, Layouts, make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate
 from engine.schema.calibration import Profile
@@ -27,10 +27,9 @@ def best_layout(ctx: Context, lay: Layouts) -> int:
 
 
 def layout_dict(lay: Layouts, i: int = 0) -> dict[str, Any]:
-    return {"tp": int(lay.tp[i]), "pp": int(lay.pp[i]), "dp": int(lay.dp[i]), "cp": int(lay.cp[i]),
-            "ep": int(lay.ep[i]), "vpp": int(lay.vpp[i]), "sequence_parallel": bool(lay.sp[i]),
-            "micro_batch": int(lay.mb[i]), "recompute": RECOMPUTE_NAMES[int(lay.recompute[i])],
-            "zero": int(lay.zero[i])}
+    """Layout ``i`` as a document's parallelism section pins it (the names ``Result.parallelism`` uses, DP
+    placement included, so a run the search placed DP outermost is re-pinned the same way)."""
+    return lay.parallelism(i)
 
 
 class RunModel:
