@@ -193,3 +193,124 @@ def lower_is_better(path: str) -> bool | None:
 def breakdown_label(key: str) -> str:
     """The label of a step-time breakdown key (a key the registry does not know: its words, capitalised)."""
     return _BREAKDOWN_LABELS.get(key) or key.replace("_", " ").capitalize()
+
+
+# --- kinds: how a figure is rounded in exports and how it moves in a comparison (issue #24) -------------------
+#: An amount of money (capex, $ per year, $ per run): exact cents in every export and on the page.
+MONEY = "money"
+#: Money per unit ($ per GPU-hour, per million tokens, per kWh): full precision (a price is never rounded to cents).
+PRICE = "price"
+#: A share of something (MFU, network wait, a share of TCO): moves in percentage points.
+SHARE = "share"
+#: Everything else (seconds, days, GPUs, counts, ratios): full precision; moves in percent.
+AMOUNT = "amount"
+KINDS = (MONEY, PRICE, SHARE, AMOUNT)
+#: The unit a comparison states a change in, per kind: points for shares, percent of the baseline otherwise.
+CHANGE_UNITS = {SHARE: "pt", MONEY: "%", PRICE: "%", AMOUNT: "%"}
+
+
+def unit_kind(unit_: str) -> str:
+    """The kind of a figure from its unit: ``USD`` / ``USD/yr`` money, other ``USD/...`` prices, ``fraction``
+    shares, anything else an amount."""
+    if unit_ in ("USD", "USD/yr"):
+        return MONEY
+    if unit_.startswith("USD/"):
+        return PRICE
+    if unit_ == "fraction":
+        return SHARE
+    return AMOUNT
+
+
+_FORMAT_OF_UNIT = {"USD": "usd", "USD/yr": "usd", "fraction": "pct", "s": "s", "days": "days", "GB": "gb",
+                   "USD/GPU-h": "usd2", "USD/Mtok": "usd4", "kW": "kw"}
+#: result sections that name the figure's family in a label ("Fabric · switches · leaf"); performance and tco
+#: figures need no family
+_SECTIONS = {"fabric": "Fabric", "goodput": "Goodput", "monte_carlo": "Monte Carlo", "summary": "",
+             "performance": "", "tco": "", "efficiency": "Fabric efficiency"}
+_BAND_SUFFIXES = {"p10": "P10", "p50": "P50", "p90": "P90", "mean": "mean", "max": "max", "p99": "P99"}
+# (suffix of a path part, unit, words dropped from the label): the first that matches, leaf first, wins
+_UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("usd_per_gpu_hour", "USD/GPU-h"), ("usd_per_million_tokens", "USD/Mtok"), ("usd_per_kwh", "USD/kWh"),
+    ("_per_gpu_usd", "USD/GPU"), ("usd_per_year", "USD/yr"), ("annual_usd", "USD/yr"),
+    ("annual_by_category_usd", "USD/yr"), ("annual_tco_usd", "USD/yr"), ("annual_opex_usd", "USD/yr"),
+    ("_usd", "USD"), ("_fraction", "fraction"), ("_share", "fraction"), ("mfu", "fraction"), ("hfu", "fraction"),
+    ("tokens_per_s_per_gpu", "tokens/s/GPU"), ("tokens_per_s", "tokens/s"), ("tflops_per_gpu", "TFLOP/s/GPU"),
+    ("_per_day", "per day"), ("gpu_hours", "GPU-h"), ("_days", "days"), ("_day", "day"), ("_s", "s"),
+    ("_min", "min"), ("_h", "h"), ("_gb", "GB"), ("_kw", "kW"), ("_gbps", "Gb/s"), ("_w", "W"),
+    ("days_p90", "days"), ("days_mean", "days"), ("utilization", "fraction"), ("oversubscription", "ratio"), ("gpus", "GPUs"), ("fits", "yes = 1"),
+    ("in_network_reduction", "yes = 1"), ("sequence_parallel", "yes = 1"),
+)
+_ACRONYMS = {"gpu": "GPU", "gpus": "GPUs", "nic": "NIC", "nics": "NICs", "tco": "TCO", "mfu": "MFU", "hfu": "HFU",
+             "tflops": "TFLOPS", "tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vpp": "VPP",
+             "hbm": "HBM", "mtti": "MTTI", "capex": "capex", "opex": "opex"}
+_UNIT_WORDS = ("usd", "s", "min", "h", "gb", "kw", "w", "gbps", "days")
+
+
+def _unit_of(parts: list[str]) -> str:
+    for part in reversed(parts):
+        low = part.lower()
+        if "share_of" in low or low.startswith("share"):
+            return "fraction"
+        for suffix, unit_ in _UNIT_SUFFIXES:
+            if low == suffix.lstrip("_") or low.endswith(suffix):
+                return unit_
+    return "count"
+
+
+def _words(part: str) -> str:
+    words = part.split("_")
+    while len(words) > 1 and words[-1] in _UNIT_WORDS:
+        words.pop()
+    return " ".join(_ACRONYMS.get(w, w) for w in words)
+
+
+def describe(path: str) -> Metric:
+    """The registry's metric for ``path``, or, for a figure it does not name, one inferred from the path: a label
+    in words (``Fabric · switches · leaf``, ``Annual TCO (Monte Carlo P90)``), a unit from the name's suffix
+    (``_usd`` USD, ``_fraction`` fraction, ``_s`` s, ``_days`` days, counts otherwise) and the format that goes
+    with it. Every figure of a comparison or an export has a human label and a unit."""
+    known = get(path)
+    if known is not None:
+        return known
+    parts = path.split(".")
+    if len(parts) > 1 and parts[-1] in _BAND_SUFFIXES:  # a band of a figure: the figure's label and unit
+        base_path = ".".join(parts[:-1])
+        section = parts[0] if parts[0] in ("monte_carlo", "summary") and len(parts) > 2 else ""
+        inner = ".".join(parts[1:-1]) if section else base_path
+        base = next((m for m in (get(inner), get(f"tco.{inner}"), get(f"performance.{inner}"),
+                                 get(f"{base_path}.p50")) if m is not None), None) or describe(
+            inner if section else base_path)
+        band_ = _BAND_SUFFIXES[parts[-1]]
+        label_ = f"{base.label} ({'Monte Carlo ' if section == 'monte_carlo' else ''}{band_})"
+        return Metric(path, label_, base.unit, base.lower_is_better, base.format)
+    family = _SECTIONS.get(parts[0])
+    rest = parts[1:] if family is not None else parts
+    words = [_words(p) for p in rest] or [_words(parts[0])]
+    text = " · ".join(w for w in words if w)
+    text = text[:1].upper() + text[1:]
+    label_ = f"{family} · {text}" if family else text
+    unit_ = _unit_of(parts)
+    return Metric(path, label_, unit_, None, _FORMAT_OF_UNIT.get(unit_, "num"))
+
+
+def kind(path: str) -> str:
+    """``money``, ``price``, ``share`` or ``amount`` (see :data:`KINDS`)."""
+    return unit_kind(describe(path).unit)
+
+
+def change_unit(path: str) -> str:
+    """``pt`` for a share (MFU 40% -> 42% is +2.0 pt), ``%`` (of the baseline) for everything else."""
+    return CHANGE_UNITS[kind(path)]
+
+
+def change(path: str, before: float | None, after: float | None) -> float | None:
+    """The one definition of a change between two runs, used by the API, the exports and the portal alike:
+    percentage points for a share (``(after - before) x 100``), percent of the baseline for anything else
+    (None when the baseline is 0 or either value is missing)."""
+    if before is None or after is None:
+        return None
+    if kind(path) == SHARE:
+        return (after - before) * 100.0
+    if before == 0:
+        return None
+    return (after - before) / abs(before) * 100.0

@@ -7,6 +7,7 @@ costs); ``simulate_prepared`` runs one replication from it, so replications and 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,8 +16,8 @@ import numpy as np
 
 from engine.catalog import Catalog
 from engine.fleet.costs import cluster_cost, horizon_cost
-from engine.fleet.dists import sample
-from engine.fleet.metrics import QUARTER_DAYS, collect, summarize, weekly
+from engine.fleet.dists import generator, key64, keys64, sample
+from engine.fleet.metrics import QUARTER_DAYS, cents, cents_int, collect, summarize, weekly
 from engine.fleet.plan import FleetCluster, Plan, parse_plan
 from engine.fleet.runtime import (
     ClusterReliability,
@@ -67,21 +68,31 @@ def prepare(plan: Plan | Mapping[str, Any], catalog: Catalog | None = None,
     return Prepared(p, cl, rels, named, costs, catalog)
 
 
-def _streams(prep: Prepared, rng: np.random.Generator, start_id: int, fifo: bool) -> tuple[list[Job], int]:
+def _streams(prep: Prepared, seed: int, start_id: int, fifo: bool) -> tuple[list[Job], int]:
+    """Every stream's jobs, each stream from its own generators (common random numbers, engine.fleet.dists):
+    arrival count and times, sizes, durations and the jobs' failure keys depend only on the seed and the
+    stream's name, so they are the same for every purchase option."""
     p = prep.plan
     cl = prep.clusters
     train_nodes = [c.training_gpus // c.gpus_per_node for c in cl]
-    max_gpus = max(c.training_gpus for c in cl)
+    # sizes are clipped to the plan's own largest cluster, not to a purchase option's: demand is the same
+    # whatever is bought
+    max_gpus = max(c.training_gpus for c in p.clusters)
     jobs: list[Job] = []
     unschedulable = 0
     jid = start_id
+    seen: dict[str, int] = {}
     for si, s in enumerate(p.streams):
+        occ = seen[s.name] = seen.get(s.name, -1) + 1
+        rng = generator(seed, "arrivals", s.name, occ)
         n = int(rng.poisson(s.rate_per_day * (s.end_day - s.start_day)))
         times = np.sort(rng.uniform(s.start_day, s.end_day, n))
-        gpus = np.clip(np.ceil(sample(s.gpus, n, rng)), 1, max_gpus).astype(np.int64)
-        durations = np.maximum(sample(s.duration_days, n, rng), 1e-6)
+        gpus = np.clip(np.ceil(sample(s.gpus, n, generator(seed, "sizes", s.name, occ))), 1,
+                       max_gpus).astype(np.int64)
+        durations = np.maximum(sample(s.duration_days, n, generator(seed, "durations", s.name, occ)), 1e-6)
+        rkeys = keys64(seed, n, "failures", s.name, occ)
         elig_cache: dict[int, tuple[int, ...]] = {}
-        for t, g, dur in zip(times.tolist(), gpus.tolist(), durations.tolist(), strict=True):
+        for t, g, dur, rk in zip(times.tolist(), gpus.tolist(), durations.tolist(), rkeys, strict=True):
             elig = elig_cache.get(g)
             if elig is None:
                 elig = tuple(c for c in range(len(cl)) if (s.cluster is None or s.cluster == c)
@@ -89,7 +100,7 @@ def _streams(prep: Prepared, rng: np.random.Generator, start_id: int, fifo: bool
                 elig_cache[g] = elig
             if not elig:
                 unschedulable += 1
-            jobs.append(Job(jid, s.name, si, s.team, g, s.priority, t, None, {}, elig, fifo, dur))
+            jobs.append(Job(jid, s.name, si, s.team, g, s.priority, t, None, {}, elig, fifo, dur, rk))
             jid += 1
     return jobs, unschedulable
 
@@ -97,82 +108,97 @@ def _streams(prep: Prepared, rng: np.random.Generator, start_id: int, fifo: bool
 def simulate_prepared(prep: Prepared, seed: int = 0) -> dict[str, Any]:
     """One replication (deterministic in ``seed``: same plan and seed, same result bit for bit)."""
     p = prep.plan
-    arr_seed, fail_seed = np.random.SeedSequence(seed).spawn(2)
-    rng_arr = np.random.Generator(np.random.PCG64(arr_seed))
-    rng_fail = np.random.Generator(np.random.PCG64(fail_seed))
     spec = [(c.spec.gpus, c.gpus_per_node, max(1, c.spec.pod_gpus // c.gpus_per_node),
              -(-c.reserved_gpus // c.gpus_per_node), c.in_service_day, c.retire_day) for c in prep.clusters]
     fifo = p.policy.name == "fifo"  # priority and backfill order the queue by priority, then submit time
     sim = Fleet(float(p.horizon_days), spec, p.policy.name, p.policy.preemption, p.policy.backfill_depth,
-                p.failures.repair_days if p.failures.enabled else 0.0, rng_fail, prep.option_for)
+                p.failures.repair_days if p.failures.enabled else 0.0, prep.option_for)
     unschedulable = 0
+    seen: dict[str, int] = {}
     for i, (j, opts) in enumerate(zip(p.jobs, prep.named, strict=True)):
         options = {o.cluster: o for o in opts}
         gpus = j.gpus if j.gpus is not None else (opts[0].gpus if opts else 0)
         unschedulable += 0 if opts else 1
+        occ = seen[j.name] = seen.get(j.name, -1) + 1
         sim.add_job(Job(i, j.name, -1, j.team, gpus, j.priority, j.submit_day, j.deadline_day, options,
-                        tuple(sorted(options)), fifo))
-    stream_jobs, unsched = _streams(prep, rng_arr, len(p.jobs), fifo)
+                        tuple(sorted(options)), fifo, rkey=key64(seed, "failures", "job", j.name, occ)))
+    stream_jobs, unsched = _streams(prep, seed, len(p.jobs), fifo)
     unschedulable += unsched
     for job in stream_jobs:
         sim.add_job(job)
     sim.run()
     names = [c.name for c in prep.clusters]
-    result = collect(sim, p.horizon_days, names, len(p.jobs), [s.name for s in p.streams], unschedulable)
+    daily: dict[str, Any] = {}
+    result = collect(sim, p.horizon_days, names, len(p.jobs), [s.name for s in p.streams], unschedulable, daily)
     result["seed"] = seed
     result["policy"] = p.policy.name + (" with preemption" if p.policy.preemption else "")
     if prep.costs is not None:
         result["costs"] = cost_section(prep, result)
-    result["quarters"] = quarters(prep, result)
+    result["quarters"] = quarters(prep, daily)
     return result
 
 
+MONEY_KEYS = ("capex_usd", "annual_opex_usd", "annual_tco_usd")
+
+
 def cost_section(prep: Prepared, result: dict[str, Any]) -> dict[str, Any]:
+    """Each cluster's capex, annual opex and TCO and its cost in the horizon, to the cent (sums of cents are
+    exact), and the cost per delivered GPU-hour."""
     assert prep.costs is not None
     H = float(prep.plan.horizon_days)
     per: dict[str, Any] = {}
-    total = 0.0
+    total = 0
     for c, cost in zip(prep.clusters, prep.costs, strict=True):
-        hc = horizon_cost(c, cost, H)
+        hc = cents_int(horizon_cost(c, cost, H))
         total += hc
-        per[c.name] = {**cost, "horizon_cost_usd": hc, "purchased": c.purchased or c.in_service_day > 0}
+        money = {k: cents(cost[k]) for k in MONEY_KEYS if k in cost}
+        per[c.name] = {**cost, **money, "horizon_cost_usd": hc / 100, "purchased": c.purchased or c.in_service_day > 0}
     productive = result["gpu_hours"]["productive"]
     tokens = sum(t["tokens_delivered"] for t in result["teams"].values())
-    usd_gh = total / productive if productive > 0 else None
+    usd_gh = total / 100 / productive if productive > 0 else None
     token_hours = sum(t["gpu_hours_delivered"] for t in result["teams"].values() if t["tokens_delivered"] > 0)
     return {
         "clusters": per,
-        "horizon_cost_usd": total,
+        "horizon_cost_usd": total / 100,
         "usd_per_delivered_gpu_hour": usd_gh,
         "usd_per_million_tokens": (usd_gh * token_hours / (tokens / 1e6)) if usd_gh and tokens > 0 else None,
-        "stranded_usd": (result["stranded_gpu_hours"] * usd_gh) if usd_gh else 0.0,
+        "stranded_usd": cents(result["stranded_gpu_hours"] * usd_gh) if usd_gh else 0.0,
     }
 
 
-def quarters(prep: Prepared, result: dict[str, Any]) -> list[dict[str, Any]]:
-    """GPU-hours demanded vs delivered, capex and opex per 91.3-day quarter."""
+def quarters(prep: Prepared, daily: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPU-hours demanded vs delivered, capex, opex and TCO per 91.3-day quarter.
+
+    GPU-hours are the correctly rounded sums (``math.fsum``) of the unrounded daily series (:func:`.metrics.
+    fleet_daily`): full precision, no summation noise. Money is in cents: a delivery's capex lands whole in its
+    quarter; a cluster's opex and TCO accrue per day in service and are split over the quarters by cumulative
+    rounding, so each cluster's quarters add up to its cost in the horizon (``costs.clusters[name].
+    horizon_cost_usd``) to the cent, and the quarters' TCO to ``costs.horizon_cost_usd``.
+    """
     H = prep.plan.horizon_days
-    tl = result["timeline"]
-    waiting = np.asarray(result["demand"]["waiting_gpus"])
-    alloc = np.sum([np.asarray(v["allocated"]) for v in tl.values()], axis=0)
-    prod = np.sum([np.asarray(v["productive"]) for v in tl.values()], axis=0)
+    waiting, alloc, prod = daily["waiting"], daily["allocated"], daily["productive"]
     out: list[dict[str, Any]] = []
     q = 0
     while q * QUARTER_DAYS < H:
         d0, d1 = round(q * QUARTER_DAYS), min(round((q + 1) * QUARTER_DAYS), H)
         row: dict[str, Any] = {"quarter": q + 1, "start_day": d0, "end_day": d1,
-                               "gpu_hours_demanded": float((alloc[d0:d1] + waiting[d0:d1]).sum() * 24.0),
-                               "gpu_hours_delivered": float(prod[d0:d1].sum() * 24.0)}
+                               "gpu_hours_demanded": math.fsum((alloc[d0:d1] + waiting[d0:d1]).tolist()) * 24.0,
+                               "gpu_hours_delivered": math.fsum(prod[d0:d1].tolist()) * 24.0}
         if prep.costs is not None:
-            capex = opex = amort = 0.0
+            capex = opex = amort = 0
             for c, cost in zip(prep.clusters, prep.costs, strict=True):
                 if (c.purchased or c.in_service_day > 0) and d0 <= c.in_service_day < d1:
-                    capex += cost["capex_usd"]
-                days = max(min(c.retire_day, d1) - max(c.in_service_day, d0), 0.0)
-                opex += cost["annual_opex_usd"] * days / 365.0
-                amort += cost["annual_tco_usd"] * days / 365.0
-            row.update(capex_usd=capex, opex_usd=opex, tco_usd=amort,
-                       usd_per_delivered_gpu_hour=amort / row["gpu_hours_delivered"]
+                    capex += cents_int(cost["capex_usd"])
+
+                def upto(day: float, c: FleetCluster = c) -> float:  # days in service before ``day``
+                    return max(min(c.retire_day, day, H) - c.in_service_day, 0.0)
+
+                opex += cents_int(cost["annual_opex_usd"] * upto(d1) / 365.0) - cents_int(
+                    cost["annual_opex_usd"] * upto(d0) / 365.0)
+                amort += cents_int(cost["annual_tco_usd"] * upto(d1) / 365.0) - cents_int(
+                    cost["annual_tco_usd"] * upto(d0) / 365.0)
+            row.update(capex_usd=capex / 100, opex_usd=opex / 100, tco_usd=amort / 100,
+                       usd_per_delivered_gpu_hour=amort / 100 / row["gpu_hours_delivered"]
                        if row["gpu_hours_delivered"] > 0 else None)
         out.append(row)
         q += 1

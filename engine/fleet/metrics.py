@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,17 @@ def integrate(sim: Sim, horizon: int) -> Arr:
         area = np.where(idx < 0, 0.0, cum[safe] + level[safe] * (bounds - ts[safe]))
         out[int(k[s])] = np.diff(area)
     return out.reshape(rows, NQ, horizon)
+
+
+def cents_int(usd: float) -> int:
+    """A sum of money in whole cents (half to even on the exact binary value, like ``round(usd, 2)``)."""
+    return int((Decimal(float(usd)) * 100).to_integral_value(ROUND_HALF_EVEN))
+
+
+def cents(usd: float) -> float:
+    """A sum of money to the cent: rounded once, where it is made, so that sums of such amounts (added as whole
+    cents) are exact and reconcile to the cent; never 6 significant figures, never float noise."""
+    return cents_int(usd) / 100
 
 
 SHORTFALL_WINDOW_DAYS = 7  # a shortfall is sustained demand over supply, not one busy afternoon
@@ -123,10 +135,21 @@ def timelines(daily: Arr, names: Sequence[str]) -> dict[str, dict[str, list[floa
     return out
 
 
+def fleet_daily(daily: Arr, clusters: int) -> dict[str, Arr]:
+    """The fleet's daily GPUs allocated, productive and asked by waiting jobs, unrounded (the quarters' source)."""
+    cl = daily[:clusters]
+    alloc = cl[:, ALLOC].sum(axis=0)
+    prod = np.maximum(cl[:, ALLOC] - cl[:, LOST] - cl[:, CKPT], 0.0).sum(axis=0)
+    return {"allocated": alloc, "productive": prod, "waiting": daily[clusters, WAITING]}
+
+
 def collect(sim: Sim, horizon: int, names: Sequence[str], named_count: int,
-            stream_names: Sequence[str], unschedulable: int) -> dict[str, Any]:
-    """The replication's result document (costs are added by the caller)."""
+            stream_names: Sequence[str], unschedulable: int, keep: dict[str, Arr] | None = None) -> dict[str, Any]:
+    """The replication's result document (costs are added by the caller); ``keep`` receives the fleet's unrounded
+    daily series (:func:`fleet_daily`)."""
     daily = integrate(sim, horizon)
+    if keep is not None:
+        keep.update(fleet_daily(daily, sim.C))
     C = sim.C
     cl = daily[:C]
     avail = cl[:, CAP] - cl[:, RES]
@@ -249,6 +272,31 @@ def band(values: Sequence[float | None]) -> dict[str, float | None]:
     return {"p10": float(p[0]), "p50": float(p[1]), "p90": float(p[2])}
 
 
+def band_censored(values: Sequence[float | None]) -> dict[str, float | None]:
+    """P10/P50/P90 of a day that may not come within the horizon (``None``: the first shortfall never came).
+
+    Every replication counts: one without the event sorts after every day (it happened "later than the
+    horizon"), and a percentile that falls on, or interpolates towards, such replications is ``None`` (none
+    within the horizon). Dropping them instead would make an option that removes the shortfall in 8 of 10
+    replications report the 2 early days left as its P50. Order-preserving: when every replication of option B
+    has its first shortfall no earlier than the same seed's of option A, each of B's percentiles is no earlier.
+    """
+    if not values:
+        return {"p10": None, "p50": None, "p90": None}
+    days = sorted(math.inf if v is None else float(v) for v in values)
+    out: dict[str, float | None] = {}
+    for name, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9)):
+        pos = q * (len(days) - 1)  # numpy's default ("linear") percentile, spelled out for the censored tail
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(days) - 1)
+        frac = pos - lo
+        if math.isinf(days[lo]) or (frac > 0 and math.isinf(days[hi])):
+            out[name] = None
+        else:
+            out[name] = days[lo] + (days[hi] - days[lo]) * frac if frac > 0 else days[lo]
+    return out
+
+
 def _headline_bands(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """P10/P50/P90 of the headline figures over replications (full or compact: both carry them)."""
     out: dict[str, Any] = {"replications": len(results)}
@@ -257,7 +305,7 @@ def _headline_bands(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["wait_days_mean"] = band([r["wait_days"]["mean"] for r in results])
     out["wait_days_p90"] = band([r["wait_days"]["p90"] for r in results])
     shortfalls = [r["first_shortfall_day"] for r in results]
-    out["first_shortfall_day"] = band(shortfalls)
+    out["first_shortfall_day"] = band_censored(shortfalls)
     out["replications_with_shortfall"] = sum(1 for s in shortfalls if s is not None)
     out["replications_meeting_all_deadlines"] = sum(1 for r in results if r["deadlines_missed"] == 0)
     if all("costs" in r for r in results):

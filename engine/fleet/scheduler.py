@@ -184,8 +184,8 @@ class Fleet(Sim):
                 shadows = [(self.shadow(c, n, t), c) for c, n in self.route(job) if c in cands]
                 (when, extra), best = min(shadows, key=lambda x: (x[0][0], x[1]))
                 res[best] = (when, extra)
-        else:
-            blocked.update(job.elig)
+        else:  # only clusters in service count: one not yet delivered must not end the pass early
+            blocked.update(c for c in job.elig if self.up[c])
 
     def _max_free(self, blocked: set[int]) -> int:
         return max((self.free[c] * self.gpn[c] for c in range(self.C) if c not in blocked), default=0)

@@ -20,7 +20,7 @@ import numpy as np
 from engine.catalog import Catalog
 from engine.errors import ScenarioError
 from engine.fleet.core import Progress, prepare, simulate_prepared
-from engine.fleet.metrics import band
+from engine.fleet.metrics import band, band_censored, cents
 from engine.fleet.plan import FleetCluster, Plan, parse_plan
 
 
@@ -43,10 +43,11 @@ def _evaluate(p: Plan, cand: FleetCluster | None, seeds: list[int], catalog: Cat
     capex = opex = 0.0
     if cand is not None and prep.costs is not None:
         cost = prep.costs[-1]
-        capex = cost["capex_usd"]
+        capex = cents(cost["capex_usd"])
         days = max(min(cand.retire_day, p.horizon_days) - cand.in_service_day, 0.0)
-        opex = cost["annual_opex_usd"] * days / 365.0
-    ok_share = sum(1 for m in misses if m == 0) / len(runs)
+        opex = cents(cost["annual_opex_usd"] * days / 365.0)
+    ok = sum(1 for m in misses if m == 0)
+    ok_share = ok / len(runs)
     return {
         "option": cand.name if cand is not None else "buy nothing",
         "purchase": None if cand is None else {
@@ -54,13 +55,16 @@ def _evaluate(p: Plan, cand: FleetCluster | None, seeds: list[int], catalog: Cat
             "topology": cand.spec.topology, "in_service_day": cand.in_service_day},
         "capex_usd": capex,
         "opex_in_horizon_usd": opex,
-        "cost_usd": capex + opex,
+        "cost_usd": cents(capex + opex),
+        "replications": len(runs),
+        "replications_meeting_all_deadlines": ok,
         "share_meeting_all_deadlines": ok_share,
         "deadlines_missed": band([float(m) for m in misses]),
         "deadlines_missed_at_confidence": float(np.quantile(np.asarray(misses, dtype=float), p.confidence)),
         "most_missed": [n for n, _ in missed_jobs.most_common(3)],
         "utilization": band([r["utilization"] for r in runs]),
-        "first_shortfall_day": band([r["first_shortfall_day"] for r in runs]),
+        "first_shortfall_day": band_censored([r["first_shortfall_day"] for r in runs]),
+        "first_shortfall_days": [r["first_shortfall_day"] for r in runs],  # per seed, in seed order
         "usd_per_delivered_gpu_hour": band([r["costs"]["usd_per_delivered_gpu_hour"] for r in runs])
         if all("costs" in r for r in runs) else None,
         "meets_deadlines": ok_share >= p.confidence - 1e-12,
@@ -75,13 +79,35 @@ def _why(opt: dict[str, Any], best: dict[str, Any] | None, p: Plan) -> str:
     if not opt["meets_deadlines"]:
         names = ", ".join(opt["most_missed"]) or "deadlines"
         return (f"misses {opt['deadlines_missed_at_confidence']:g} deadline(s) at P{q} (all met in only "
-                f"{opt['share_meeting_all_deadlines']:.0%} of replications; most often {names})")
+                f"{opt['replications_meeting_all_deadlines']} of {opt['replications']} replications; most often "
+                f"{names})")
     if best is None:
         return "meets the deadlines"
     extra = opt["cost_usd"] - best["cost_usd"]
     if extra <= 0:
         return "ties with the recommendation on cost; the recommendation sorts first"
     return f"meets the deadlines but costs {_usd(extra)} more in the horizon than {best['option']}"
+
+
+def _day(band_: dict[str, Any]) -> str:
+    d = band_.get("p50")
+    return "none within the horizon" if d is None else f"day {d:.0f}"
+
+
+def _headline(best: dict[str, Any] | None, nothing: dict[str, Any], note: str | None, n: int, seeds: list[int],
+              p: Plan) -> str:
+    """One line that says what the recommendation rests on: the replications and the seeds every option shared."""
+    basis = (f"{n} replication{'s' if n != 1 else ''} (seeds {seeds[0]}-{seeds[-1]}, the same for every option)"
+             if n > 1 else f"1 replication (seed {seeds[0]})")
+    if best is None:
+        return f"{note}; over {basis}"
+    if best is nothing:
+        return (f"buy nothing: every deadline met in {best['replications_meeting_all_deadlines']} of {n} "
+                f"replications (P{round(p.confidence * 100)} target); over {basis}")
+    return (f"{best['option']}: every deadline met in {best['replications_meeting_all_deadlines']} of {n} "
+            f"replications (P{round(p.confidence * 100)} target) for {_usd(best['capex_usd'])} capex; first shortfall "
+            f"P50 {_day(best['first_shortfall_day'])} vs {_day(nothing['first_shortfall_day'])} buying nothing; "
+            f"over {basis}")
 
 
 def search_purchases(plan: Mapping[str, Any] | Plan, replications: int | None = None, seed: int = 0,
@@ -116,10 +142,12 @@ def search_purchases(plan: Mapping[str, Any] | Plan, replications: int | None = 
     if best is None:
         closest = max(options, key=lambda o: (o["within_budget"], o["share_meeting_all_deadlines"], -o["cost_usd"]))
         note = (f"no option meets every deadline at P{round(p.confidence * 100)}; the closest is {closest['option']} "
-                f"(all met in {closest['share_meeting_all_deadlines']:.0%} of replications)")
+                f"(all met in {closest['replications_meeting_all_deadlines']} of {n} replications)")
     return {
         "confidence": p.confidence,
         "replications": n,
+        "seeds": [seeds[0], seeds[-1]],
+        "headline": _headline(best, options[0], note, n, seeds, p),
         "budget_usd": p.budget_usd,
         "recommendation": best,
         "alternatives": alternatives,

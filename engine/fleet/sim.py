@@ -15,8 +15,7 @@ import math
 from collections import deque
 from typing import Any
 
-import numpy as np
-
+from engine.fleet.dists import exponential, unit
 from engine.fleet.runtime import JobOption
 
 # event kinds
@@ -53,9 +52,11 @@ class Job:
         "remaining",
         "restart_end",
         "resumed",
+        "rkey",
         "route",
         "seg_end",
         "seg_start",
+        "segs",
         "spare_t",
         "state",
         "stream",
@@ -68,7 +69,7 @@ class Job:
 
     def __init__(self, jid: int, name: str, stream: int, team: str, gpus: int, prio: int, submit: float,
                  deadline: float | None, options: dict[int, JobOption], elig: tuple[int, ...], fifo: bool,
-                 work: float = 0.0) -> None:
+                 work: float = 0.0, rkey: int = 0) -> None:
         self.id, self.name, self.stream, self.team, self.gpus = jid, name, stream, team, gpus
         self.prio, self.submit, self.deadline, self.options, self.elig = prio, submit, deadline, options, elig
         self.state, self.cluster, self.alloc = WAIT, -1, []  # type: ignore[var-annotated]
@@ -88,14 +89,17 @@ class Job:
         self.route: list[tuple[int, int]] | None = None  # (cluster, nodes) in preference order, built once
         self.west: dict[int, float] = {}  # expected wall days per cluster while waiting (reset on requeue)
         self.work = work  # fault-free days of a stream job (named jobs take theirs from their options)
+        self.rkey = rkey  # the job's own failure stream (engine.fleet.dists): the same draws on every option
+        self.segs = 0  # running segments begun so far: segment k draws 2k (time to failure) and 2k + 1 (repair?)
 
 
 class Sim:
     """One replication. ``clusters``: (total GPUs, GPUs per node, pod nodes, reserved nodes, in-service day,
-    retire day); ``option_for(cluster, gpus, work_days)`` builds the option of a stream job."""
+    retire day); ``option_for(cluster, gpus, work_days)`` builds the option of a stream job. Failures draw from
+    each job's own stream (``Job.rkey``), never from a stream shared with other jobs (common random numbers)."""
 
     def __init__(self, horizon: float, clusters: list[tuple[int, int, int, int, float, float]], policy: str,
-                 preemption: bool, depth: int, repair_days: float, rng: np.random.Generator, option_for: Any) -> None:
+                 preemption: bool, depth: int, repair_days: float, option_for: Any) -> None:
         self.H = horizon
         self.C = len(clusters)
         self.gpn = [c[1] for c in clusters]
@@ -106,7 +110,6 @@ class Sim:
         self.spans = [(c[4], c[5]) for c in clusters]
         self.policy, self.preemption, self.depth = policy, preemption, depth
         self.repair_days = repair_days
-        self.rng = rng
         self.option_for = option_for
         self.up = [False] * self.C
         self.pod_free: list[list[int]] = [[] for _ in range(self.C)]
@@ -125,9 +128,6 @@ class Sim:
         self.log_d: list[float] = []
         self.events = 0
         self.repairs = 0
-        self._exp = np.empty(0)
-        self._uni = np.empty(0)
-        self._ei = self._ui = 0
         self.new_jobs: list[int] = []
         self.freed = True
         self.last_blocked: set[int] = set()
@@ -151,18 +151,6 @@ class Sim:
         if t1 > t0 and level:
             self.log(t0, row, q, level)
             self.log(t1, row, q, -level)
-
-    def exp(self) -> float:
-        if self._ei >= len(self._exp):
-            self._exp, self._ei = self.rng.standard_exponential(4096), 0
-        self._ei += 1
-        return float(self._exp[self._ei - 1])
-
-    def uniform(self) -> float:
-        if self._ui >= len(self._uni):
-            self._uni, self._ui = self.rng.random(4096), 0
-        self._ui += 1
-        return float(self._uni[self._ui - 1])
 
     def add_job(self, job: Job) -> None:
         self.jobs.append(job)
@@ -314,7 +302,8 @@ class Sim:
         job.seg_end = t + self.est_wall(job, opt) - (opt.restart_days if job.resumed else 0.0)
         self.push(job.seg_end, END, job.id, job.epoch)
         if opt.rate_per_day > 0:
-            tf = t + self.exp() / opt.rate_per_day
+            tf = t + exponential(job.rkey, 2 * job.segs) / opt.rate_per_day
+            job.segs += 1
             if tf < job.seg_end:
                 self.push(tf, FAIL, job.id, job.epoch)
 
@@ -360,7 +349,7 @@ class Sim:
         job.epoch += 1
         job.resumed = True
         c = job.cluster
-        if self.uniform() < opt.hardware_share and self.repair_days > 0:
+        if unit(job.rkey, 2 * job.segs - 1) < opt.hardware_share and self.repair_days > 0:
             self.repairs += 1
             p = job.alloc[0][0]
             job.alloc[0][1] -= 1

@@ -17,6 +17,7 @@ from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
 from core.errors import ValidationError
+from core.text import parse_id_list
 from planning.services import scenario_document
 from portal import charts
 from portal.panels import own_configuration_run
@@ -40,16 +41,17 @@ def _compare_runs(request: HttpRequest) -> tuple[list[SimulationRun], Simulation
         sweep = get_object_or_404(Sweep.objects.for_request(request), pk=request.GET["sweep"])
         runs_ = list(sweep.runs.filter(status=RunStatus.SUCCEEDED).order_by("id"))
     else:
-        ids = [p for p in (request.GET.get("runs") or "").replace(" ", "").split(",") if p]
-        ids += [p for p in request.GET.getlist("pick") if p]
+        raw = ",".join([request.GET.get("runs") or "", *request.GET.getlist("pick")]).replace(" ", "")
+        try:  # the count is checked on the text, before any query (999 ids: a 400 page at once, #23)
+            ids = parse_id_list(raw, limit=comparison.MAX_COMPARE_RUNS, what="runs to compare")
+        except ValueError as exc:
+            raise ValidationError({"runs": [str(exc)]}) from None
         if not ids:
             return [], None, None
-        if not all(p.isdigit() for p in ids):
-            raise Http404("Bad run list.")
         found = {r.pk: r for r in _runs_for(request).filter(pk__in=ids)}
-        if len(found) != len(set(ids)):
+        if len(found) != len(ids):
             raise Http404("No such run.")
-        runs_ = [found[int(p)] for p in dict.fromkeys(ids)]
+        runs_ = [found[i] for i in ids]
     baseline = None
     if request.GET.get("baseline"):
         baseline = next((r for r in runs_ if str(r.pk) == request.GET["baseline"]), None)
@@ -94,7 +96,8 @@ def _render_compare(request: HttpRequest, runs_: list[SimulationRun], baseline: 
     # a comparison can be saved as a report when its runs are in one team where the user may plan
     can_save = report is None and len(team_ids) == 1 and _can(request, next(iter(team_ids)), Capability.PLAN)
     if report is not None:
-        query = f"runs={','.join(str(r.pk) for r in runs_)}" + (f"&baseline={baseline.pk}" if baseline else "")
+        query = (f"runs={','.join(str(r.pk) for r in runs_)}" + (f"&baseline={baseline.pk}" if baseline else "")
+                 + f"&report={report.pk}")
     else:
         query = request.GET.urlencode()
     return render(request, "portal/compare.html", {
@@ -192,15 +195,29 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare_export(request: HttpRequest) -> HttpResponse:
-    runs_, baseline, _ = _compare_runs(request)
+    """The comparison on the page as CSV/XLSX/JSON; its file name names every run, the sweep or the saved report
+    (``?report=``), never a cut-off list of ids."""
+    runs_, baseline, sweep = _compare_runs(request)
     if not runs_:
         raise Http404("Nothing to export.")
     for team_id in {r.team_id for r in runs_}:
         _require(request, team_id, Capability.EXPORT)
     fmt = request.GET.get("format", "csv")
+    if fmt not in comparison.EXPORT_FORMATS:
+        raise Http404("Unknown export format.")
     ready = [r for r in runs_ if r.status == RunStatus.SUCCEEDED and r.result]
     if not ready:
         raise Http404("None of these runs has a result yet.")
     if baseline not in ready:
         baseline = ready[0]
-    return charts.export_response(comparison, runs=ready, baseline=baseline, fmt=fmt)
+    report = None
+    raw = request.GET.get("report") or ""
+    if raw:
+        report = get_object_or_404(report_list(request), pk=raw) if raw.isdigit() and len(raw) < 10 else None
+        if report is None or {r.pk for r in report.runs.all()} != {r.pk for r in runs_}:
+            report = None  # the page's runs are not (or no longer) the report's: name the runs instead
+    body, content_type, filename = comparison.export_compare(
+        runs=ready, baseline=baseline, fmt=fmt, report=report, sweep_id=sweep.pk if sweep is not None else None)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

@@ -104,8 +104,8 @@ def test_not_fitting_run_warns_first_on_run_scenario_compare(client: Any, make_u
     csv_text = client.get(reverse("compare-export") + f"?runs={ok.pk},{bad.pk}&format=csv").content.decode()
     rows = list(csv.reader(io.StringIO(csv_text)))
     assert rows[1][0] == "fits_in_gpu_memory"
-    assert rows[1][1] == "yes" and rows[1][rows[0].index(next(h for h in rows[0] if h.startswith(f"#{bad.pk}")))] \
-        .startswith("NO")
+    assert rows[1][rows[0].index(next(h for h in rows[0] if h.startswith(f"#{ok.pk}")))] == "yes"
+    assert rows[1][rows[0].index(next(h for h in rows[0] if h.startswith(f"#{bad.pk}")))].startswith("NO")
 
 
 def test_refused_run_shows_does_not_fit(client: Any, make_user: Any, team: Any, scenario_for: Any,
@@ -315,30 +315,27 @@ def test_comparison_default_baseline_is_the_scenarios_own_configuration(
     assert resp.context["baseline"].pk == runs[1].pk
 
 
-def test_run_csv_has_metrics_and_line_items_with_tidy_numbers(client: Any, make_user: Any, team: Any,
-                                                               scenario_for: Any, finished_run: Any) -> None:
+def test_run_csv_has_metrics_and_line_items_at_full_precision(client: Any, make_user: Any, team: Any,
+                                                              scenario_for: Any, finished_run: Any) -> None:
+    """Issue #24: no figure is cut to 6 significant digits; money is exact cents; whole numbers print whole."""
     planner = make_user("planner", team)
     run = finished_run(scenario_for(team, planner), planner, monte_carlo=0)
     _login(client, planner)
     r = client.get(reverse("run-export", args=[run.pk]) + "?format=csv")
     assert r.status_code == 200
     text = r.content.decode()
-    assert "line_items" in text or "category" in text
-    assert "fits_in_gpu_memory" in text
-    assert _max_significant(text) <= 6, [c for row in csv.reader(io.StringIO(text)) for c in row
-                                         if re.fullmatch(r"-?\d+\.\d+", c) and _max_significant(c) > 6]
+    assert "capex_usd" in text and "opex_usd_per_year" in text and "fits_in_gpu_memory" in text
     assert not re.search(r",-?\d+\.0(,|$)", text, re.M), "whole numbers must print without .0"
-    assert "17.202394102789956" not in text
+    summary = {row[0]: row for row in csv.reader(io.StringIO(text.split("\n\n")[0]))}
+    step = run.result["performance"]["step_time_s"]
+    assert float(summary["performance.step_time_s"][3]) == step  # the same double, not 6 significant figures
+    assert summary["performance.step_time_s"][1:3] == ["Step time", "s"]
+    for path in ("tco.capex_usd", "tco.annual_opex_usd", "tco.run_cost_usd"):
+        cell = summary[path][3]
+        assert re.fullmatch(r"-?\d+(\.\d{1,2})?", cell), (path, cell)  # cents, never more decimals
+        assert abs(float(cell) - run.result["tco"][path.split(".")[1]]) < 0.01 * len(run.result["tco"]["line_items"])
     api = _login(client, planner).get(f"/api/v1/runs/{run.pk}/export/?fmt=csv").content.decode()
-    assert _max_significant(api) <= 6 and not re.search(r",-?\d+\.0(,|$)", api, re.M)
-
-
-def _max_significant(text: str) -> int:
-    """The most significant digits of any decimal number in a CSV body (outside quoted text)."""
-    cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
-    digits = [len(c.replace("-", "").replace(".", "").lstrip("0")) for c in cells
-              if re.fullmatch(r"-?\d+\.\d+", c)]
-    return max(digits, default=0)
+    assert not re.search(r",-?\d+\.0(,|$)", api, re.M) and "capex_usd" in api
 
 
 def test_reevaluation_summary_names_the_changed_input_and_formats_units(make_user: Any, team: Any,

@@ -43,9 +43,11 @@ def test_save_comparison_open_and_list(client: Any, two_runs: Any) -> None:
     assert "<h1>400G vs 800G</h1>" in page and 'id="compare-table"' in page and 'id="charts"' in page
     assert f"run #{runs[1].pk}" in page  # the saved baseline
     assert "Save this comparison" not in page and 'id="report-edit"' in page
-    assert f"compare/export/?runs={ids}&amp;baseline={runs[1].pk}&format=csv" in page
-    export = client.get(reverse("compare-export"), {"runs": ids, "baseline": runs[1].pk, "format": "csv"})
-    assert export.status_code == 200
+    assert f"compare/export/?runs={ids}&amp;baseline={runs[1].pk}&amp;report={report.pk}&format=csv" in page
+    export = client.get(reverse("compare-export"), {"runs": ids, "baseline": runs[1].pk, "format": "csv",
+                                                    "report": report.pk})
+    assert export.status_code == 200  # the saved report's export is named for the report
+    assert f'filename="report-{report.pk}-400g-vs-800g.csv"' in export["Content-Disposition"]
 
 
 def test_rename_and_rebaseline(client: Any, two_runs: Any) -> None:

@@ -88,8 +88,16 @@ def test_run_end_to_end_with_progress_reuse_and_quarters(world: dict[str, Any], 
     assert r.status_code == 200
     body = r.json()
     assert body["run"] == run_id and body["rows"][0]["quarter"] == 1
-    delivered = sum(row["gpu_hours_delivered"] for row in body["rows"])
+    *quarters, total = body["rows"]
+    assert total["quarter"] == "total" and all(isinstance(q["quarter"], int) for q in quarters)
+    delivered = sum(row["gpu_hours_delivered"] for row in quarters)
     assert delivered == pytest.approx(res["first"]["gpu_hours"]["productive"])
+    assert total["gpu_hours_delivered"] == pytest.approx(delivered, rel=1e-12)
+    # money in exact cents: the total row is the sum of the quarters' cents, the TCO the run's cost in the horizon
+    for key in ("capex_usd", "opex_usd", "tco_usd"):
+        assert all(round(q[key], 2) == q[key] for q in body["rows"]), key
+        assert round(total[key] * 100) == sum(round(q[key] * 100) for q in quarters), key
+    assert total["tco_usd"] == res["first"]["costs"]["horizon_cost_usd"]
     csv = client.get(f"/api/v1/capacity-plans/{plan.pk}/quarters/?fmt=csv")
     assert csv.status_code == 200 and csv.content.decode().startswith("quarter,start_day,end_day,gpu_hours_demanded")
     xlsx = client.get(f"/api/v1/capacity-plans/{plan.pk}/quarters/?fmt=xlsx")

@@ -80,7 +80,7 @@ def test_exports_agree_and_escape_formulas(world, three_runs, api_client_for) ->
     assert c.status_code == 200 and "attachment" in c["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(c.content.decode())))
     header, body = rows[0], {r[0]: r for r in rows[1:]}
-    assert header[0] == "metric" and header[1].endswith("(baseline)")
+    assert header[:4] == ["metric", "label", "unit", "change_in"] and header[4].endswith("(baseline)")
     assert float(body["tco.capex_usd"][header.index(f"#{b.pk} {b.label}")]) == pytest.approx(capex_json)
 
     x = client.get(f"/api/v1/reports/compare?runs={ids}&fmt=xlsx")
@@ -88,7 +88,7 @@ def test_exports_agree_and_escape_formulas(world, three_runs, api_client_for) ->
     wb = openpyxl.load_workbook(io.BytesIO(x.content))
     ws = wb["Comparison"]
     values = {row[0]: row for row in ws.iter_rows(min_row=2, values_only=True)}
-    assert values["tco.capex_usd"][1] == pytest.approx(a.result["tco"]["capex_usd"])
+    assert values["tco.capex_usd"][4] == round(a.result["tco"]["capex_usd"], 2)
 
     # Line items: text cells that look like formulas are neutralised in CSV and XLSX.
     li = client.get(f"/api/v1/runs/{a.pk}/export/?fmt=csv").content.decode()
@@ -97,7 +97,7 @@ def test_exports_agree_and_escape_formulas(world, three_runs, api_client_for) ->
     cells = [c for row in wb["Line items"].iter_rows(values_only=True) for c in row if isinstance(c, str)]
     assert "'=HYPERLINK(\"http://x\")" in cells and not any(c.startswith("=") for c in cells)
     data = json.loads(client.get(f"/api/v1/runs/{a.pk}/export/?fmt=json").content)
-    assert data["rows"][0]["total_usd"] == a.result["tco"]["line_items"][0]["total_usd"]
+    assert data["rows"][0]["capex_usd"] == round(a.result["tco"]["line_items"][0]["total_usd"], 2)
     assert data["rows"][1]["item"].startswith("=")  # JSON is data, not a spreadsheet: left as is
     assert client.get(f"/api/v1/runs/{a.pk}/export/?fmt=pdf").status_code == 400
 
@@ -115,7 +115,7 @@ def test_saved_report_crud_and_export(world, three_runs, api_client_for) -> None
                      format="json")
     assert r.status_code == 200 and r.json()["baseline"] == c.pk
     out = client.get(f"/api/v1/reports/{report_id}/export/?fmt=csv")
-    assert out.status_code == 200 and 'filename="nic-speeds.csv"' in out["Content-Disposition"]
+    assert out.status_code == 200 and f'filename="report-{report_id}-nic-speeds.csv"' in out["Content-Disposition"]
     assert out.content.decode().count("\n") == 2  # header + one metric
     viewer = api_client_for(world["users"]["viewer"])
     assert viewer.get(f"/api/v1/reports/{report_id}/export/?fmt=csv").status_code == 403
