@@ -48,7 +48,7 @@ from engine.schema.types import CostParams, Range, Scenario
 from engine.units import Arr
 
 
-def sample(r: Range, n: int, rng: np.random.Generator) -> Arr:
+def sample_range(r: Range, n: int, rng: np.random.Generator) -> Arr:
     """``n`` draws from a triangular or PERT distribution over [low, high] with mode ``likely``."""
     if r.high <= r.low:
         return np.full(n, r.low)
@@ -96,7 +96,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
                 ranges[name] = r
                 sources[name] = "catalog default range"
     rng = np.random.default_rng(seed)
-    draws = {name: sample(ranges[name], samples, rng) for name in sorted(ranges)}
+    draws = {name: sample_range(ranges[name], samples, rng) for name in sorted(ranges)}
 
     cost_doc = copy.deepcopy(dict(base.get("costs") or {}))
     for name, r in ranges.items():

@@ -30,8 +30,8 @@ from engine.fleet.sim import (
     Job,
     Sim,
 )
+from engine.units import Arr
 
-Arr = npt.NDArray[np.float64]
 TIMELINE_KEYS = ("allocated", "productive", "failed", "idle", "fragmented", "repair", "reserved", "checkpoint",
                  "capacity")
 QUARTER_DAYS = 365.25 / 4.0

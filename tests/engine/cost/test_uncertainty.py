@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.cost.tco import tco
-from engine.cost.uncertainty import monte_carlo, sample
+from engine.cost.uncertainty import monte_carlo, sample_range
 from engine.document.ranges import find_ranges, likely_scenario
 from engine.errors import ScenarioError
 from engine.schema.types import Range
@@ -60,10 +60,10 @@ def test_unknown_catalog_key_in_prices() -> None:
 
 def test_sampling_distributions() -> None:
     rng = np.random.default_rng(1)
-    tri = sample(Range(("costs", "x"), 1.0, 2.0, 6.0, "triangular", False), 200_000, rng)
+    tri = sample_range(Range(("costs", "x"), 1.0, 2.0, 6.0, "triangular", False), 200_000, rng)
     assert tri.min() >= 1.0 and tri.max() <= 6.0
     assert tri.mean() == pytest.approx((1 + 2 + 6) / 3, rel=0.01)
-    pert = sample(Range(("costs", "x"), 1.0, 2.0, 6.0, "pert", False), 200_000, rng)
+    pert = sample_range(Range(("costs", "x"), 1.0, 2.0, 6.0, "pert", False), 200_000, rng)
     assert pert.mean() == pytest.approx((1 + 4 * 2 + 6) / 6, rel=0.01)
 
 
