@@ -33,7 +33,7 @@ from engine.performance.api import predict
 
 HARDWARE = ("gpu", "hbm", "host", "nic")  # a fault of these parts takes the node out for repair
 _CACHE_LIMIT = 4096
-_PREDICT_CACHE: dict[tuple[str, str, int], tuple[float, float, bool]] = {}
+_PREDICT_CACHE: dict[tuple[str, str, int], Prediction] = {}
 
 
 @dataclass(frozen=True)
