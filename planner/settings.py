@@ -100,6 +100,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "planner.middleware.RequestIdMiddleware",
+    "planner.middleware.DatabaseRetryMiddleware",  # a dropped connection: a GET is retried once, never a 500
+    "planner.middleware.ListLimitsMiddleware",  # ?per_page=1000000 on a portal list: 400 before the table is built
     "planner.middleware.WorkBudgetMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -179,6 +181,8 @@ else:
         "default": {
             "BACKEND": "django.core.cache.backends.db.DatabaseCache",
             "LOCATION": "fp_cache",
+            # rate-limit slots and idempotency keys live here: never cull live entries (Django culls at 300)
+            "OPTIONS": {"MAX_ENTRIES": 1_000_000},
         }
     }
 
@@ -277,6 +281,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "CatalogItemKindEnum": "planning.models.CATALOG_KIND_CHOICES",
         "RunKindEnum": "simulations.models.RunKind",
+        "RunOrJobKindEnum": "simulations.models.KIND_CHOICES",  # a run's kind: RunKind + JobKind (issue #23)
     },
 }
 
@@ -342,7 +347,16 @@ LOGGING = {
 
 # --- Fabric Planner -----------------------------------------------------------------------------------
 FP_DEMO_PASSWORD = env.str("FP_DEMO_PASSWORD", default="fabric-demo-2026")
-FP_RUN_STUCK_AFTER_S = env.int("FP_RUN_STUCK_AFTER_S", default=900)  # the run lease; > FP_RUN_TIME_LIMIT_S (checked)
+# Run leases (simulations/limits.py checks them at start-up; docs/operations.md "leases and recovery"): a running
+# execution renews its lease from a heartbeat thread every FP_RUN_HEARTBEAT_S (<= lease / 3); a run whose lease
+# lapsed (dead worker) is re-claimed by a redelivered message or re-queued by the reaper (beat, every
+# FP_REAPER_EVERY_S); a queued run older than FP_RUN_REDISPATCH_AFTER_S is re-sent when the broker lost messages,
+# and one older than FP_RUN_STUCK_AFTER_S whatever the broker says.
+FP_RUN_LEASE_S = env.int("FP_RUN_LEASE_S", default=30)
+FP_RUN_HEARTBEAT_S = env.float("FP_RUN_HEARTBEAT_S", default=0.0) or FP_RUN_LEASE_S / 3
+FP_RUN_REDISPATCH_AFTER_S = env.int("FP_RUN_REDISPATCH_AFTER_S", default=45)
+FP_RUN_STUCK_AFTER_S = env.int("FP_RUN_STUCK_AFTER_S", default=900)
+FP_REAPER_EVERY_S = env.int("FP_REAPER_EVERY_S", default=15)
 # Time limits (simulations/limits.py checks them at start-up; docs/security.md "time budgets")
 FP_WEB_TIMEOUT_S = env.int("FP_WEB_TIMEOUT_S", default=30)  # gunicorn --timeout (its default)
 FP_WEB_ENGINE_BUDGET_S = env.float("FP_WEB_ENGINE_BUDGET_S", default=5.0)  # engine work per web request
@@ -350,6 +364,14 @@ FP_RUN_SOFT_TIME_LIMIT_S = env.int("FP_RUN_SOFT_TIME_LIMIT_S", default=300)  # C
 FP_RUN_TIME_LIMIT_S = env.int("FP_RUN_TIME_LIMIT_S", default=330)  # Celery hard limit of one run
 FP_RUN_BUDGET_S = env.float("FP_RUN_BUDGET_S", default=0.0) or (  # the run's cooperative budget
     FP_RUN_SOFT_TIME_LIMIT_S - min(30, FP_RUN_SOFT_TIME_LIMIT_S / 4))
-FP_MAX_SWEEP_RUNS = env.int("FP_MAX_SWEEP_RUNS", default=512)
+FP_MAX_SWEEP_RUNS = env.int("FP_MAX_SWEEP_RUNS", default=512)  # child runs of a sweep or a replication request
+# Admission (simulations/limits.py, docs/security.md "Admission"): a run whose estimated peak memory exceeds
+# FP_RUN_MAX_MEMORY_MB (or whose estimated time exceeds FP_RUN_BUDGET_S) is refused at submit time; a team may hold
+# FP_TEAM_MAX_ACTIVE_RUNS queued or running runs (more answers 429, Retry-After FP_ADMISSION_RETRY_AFTER_S);
+# an Idempotency-Key of a sweep or replication request is remembered FP_IDEMPOTENCY_TTL_S.
+FP_RUN_MAX_MEMORY_MB = env.int("FP_RUN_MAX_MEMORY_MB", default=2048)
+FP_TEAM_MAX_ACTIVE_RUNS = env.int("FP_TEAM_MAX_ACTIVE_RUNS", default=512)
+FP_ADMISSION_RETRY_AFTER_S = env.int("FP_ADMISSION_RETRY_AFTER_S", default=60)
+FP_IDEMPOTENCY_TTL_S = env.int("FP_IDEMPOTENCY_TTL_S", default=86400)
 # Team webhooks may target private/loopback addresses only outside production (local receivers in dev/tests).
 FP_WEBHOOK_ALLOW_PRIVATE = env.bool("FP_WEBHOOK_ALLOW_PRIVATE", default=not PRODUCTION)

@@ -249,14 +249,24 @@ class ObjectChange(models.Model):
 class CalibrationUpload(TeamOwnedModel):
     """A measurement file of a fleet: nccl-tests output, a training step log or GPU telemetry.
 
-    Kept as text with what the engine's importer read from it (``parsed``); the importers read numbers with
-    int/float only, nothing in a file is executed. Step logs carry the run's scenario document.
+    Kept as text (``content``, stored by the upload request) with what the engine's importer read from it: the
+    import job (issue #23) writes ``parsed`` (what a fit needs: nccl-tests rows, a step log's aggregates, never
+    its per-step rows) and ``summary`` (the few figures lists show) and sets ``status``. Lists and pages never
+    load ``content`` or ``parsed`` (``HEAVY_FIELDS``). The importers read numbers with int/float only, nothing in a
+    file is executed. Step logs carry the run's scenario document.
     """
 
     class Kind(models.TextChoices):
         NCCL_TESTS = "nccl-tests", "nccl-tests output"
         STEP_LOG = "step-log", "Training step log"
         TELEMETRY = "telemetry", "GPU telemetry (nvidia-smi / DCGM)"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Importing"
+        READY = "ready", "Imported"
+        FAILED = "failed", "Refused"
+
+    HEAVY_FIELDS = ("content", "parsed")  # megabytes per row: never in a list query
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="calibration_uploads")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -267,6 +277,13 @@ class CalibrationUpload(TeamOwnedModel):
     content = models.TextField()
     parsed = models.JSONField(default=dict)
     scenario = models.JSONField(null=True, blank=True, help_text="Step logs: the run's scenario document.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    options = models.JSONField(default=dict, blank=True,
+                               help_text="Importer options: collective, warmup_steps, tokens_per_step, gpus.")
+    summary = models.JSONField(default=dict, blank=True, help_text="What the importer read, in a few figures.")
+    error = models.TextField(blank=True, help_text="Why the import refused the file (\"line N: ...\").")
+    job_id = models.PositiveBigIntegerField(null=True, blank=True,
+                                            help_text="The import job: a simulations run of kind cal-import.")
 
     class Meta(TeamOwnedModel.Meta):
         indexes: ClassVar = [models.Index(fields=["fleet", "kind"])]
@@ -286,7 +303,11 @@ class CalibrationProfile(TeamOwnedModel):
     name = models.CharField(max_length=120, blank=True)
     note = models.CharField(max_length=500, blank=True)
     profile = models.JSONField(default=dict)
+    summary = models.JSONField(default=dict, blank=True,
+                               help_text="The fitted values with uncertainty, the residual and per-run errors (no curves).")
     uploads = models.ManyToManyField(CalibrationUpload, related_name="profiles", blank=True)
+
+    HEAVY_FIELDS = ("profile",)  # curves of every file: never in a list query
 
     class Meta(TeamOwnedModel.Meta):
         ordering: ClassVar = ["fleet_id", "-version"]

@@ -34,6 +34,18 @@ class RunKind(models.TextChoices):
     FLEET = "fleet", "Capacity plan"  # fleet simulation over months (engine.fleet), issue #14
 
 
+class JobKind(models.TextChoices):
+    """Run kinds that are jobs on a team's own data rather than engine runs of a document (issue #23): they use the
+    run machinery (claim, lease, heartbeat, reaper, idempotency, progress, cancel) but are not submitted as
+    scenario runs or sweeps (``RunKind`` stays the kinds a scenario can be run as)."""
+
+    CALIBRATION_IMPORT = "cal-import", "Calibration file import"  # parse + summarise one uploaded file
+    CALIBRATION_FIT = "cal-fit", "Calibration fit"  # fit a fleet's next profile version
+
+
+KIND_CHOICES = [*RunKind.choices, *JobKind.choices]
+
+
 class RunTrigger(models.TextChoices):
     MANUAL = "manual", "Manual"
     SWEEP = "sweep", "Sweep"
@@ -67,7 +79,7 @@ class SimulationRun(TeamOwnedModel):
     catalog_version = models.ForeignKey(
         "planning.CatalogVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
-    kind = models.CharField(max_length=8, choices=RunKind.choices, default=RunKind.TCO)
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES, default=RunKind.TCO)
     trigger = models.CharField(max_length=16, choices=RunTrigger.choices, default=RunTrigger.MANUAL)
     label = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
@@ -125,6 +137,33 @@ class SimulationRun(TeamOwnedModel):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+
+class RunEvent(models.Model):
+    """What happened to a run's claim, one row per event (append-only): who claimed it and when, leases that lapsed,
+    messages re-sent, claims lost, the end. Recovery after a dead worker reads off these timestamps."""
+
+    class Kind(models.TextChoices):
+        CLAIMED = "claimed", "Claimed by an execution"
+        LEASE_LAPSED = "lease-lapsed", "Lease lapsed; re-queued by the reaper"
+        REDISPATCHED = "redispatched", "Message re-sent by the reaper"
+        RELEASED = "released", "Released for a retry"
+        LOST = "lost", "Execution lost its claim and stopped"
+        FINISHED = "finished", "Finished"
+
+    run = models.ForeignKey(SimulationRun, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    attempt = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the execution, or 'reaper'.")
+    message = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering: ClassVar = ["at", "id"]
+        indexes: ClassVar = [models.Index(fields=["run", "at"], name="run_event_run_at_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class Report(TeamOwnedModel):

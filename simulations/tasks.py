@@ -19,8 +19,9 @@ from simulations import limits, services
 logger = logging.getLogger(__name__)
 
 TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError, services.TransientError)
-# From settings (FP_RUN_SOFT_TIME_LIMIT_S / FP_RUN_TIME_LIMIT_S); simulations.limits checks at start-up that the
-# run lease (FP_RUN_STUCK_AFTER_S) is longer than the hard limit, so a live run is never claimed twice.
+# From settings (FP_RUN_SOFT_TIME_LIMIT_S / FP_RUN_TIME_LIMIT_S). A live run keeps its (short) lease from a
+# heartbeat thread whatever its time limit (simulations.services.leases), so it is never claimed twice; a dead
+# worker's run is re-claimed once the lease lapses (simulations.limits.recovery_bound_s).
 RUN_SOFT_TIME_LIMIT_S = limits.run_soft_time_limit_s()
 RUN_TIME_LIMIT_S = limits.run_time_limit_s()
 
@@ -56,8 +57,9 @@ def finalize_sweep(_results: Any = None, sweep_id: int | None = None) -> dict[st
 
 
 @shared_task(name="simulations.reap_stuck_runs", acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2,
-             max_retries=3, expires=120)
+             max_retries=3, expires=2 * limits.reaper_every_s())
 def reap_stuck_runs() -> dict[str, int]:
+    """Beat, every FP_REAPER_EVERY_S: re-queue runs whose lease lapsed, re-send runs whose message was lost."""
     return services.run_reap()
 
 

@@ -1,8 +1,11 @@
-"""Fleet calibration page (issue #16): upload measurements, fit, predicted vs measured, fitted values."""
+"""Fleet calibration page (issues #16, #23): upload measurements, fit, predicted vs measured, fitted values.
+
+Uploads and fits are jobs on a worker: the page lists each file's import (status, progress, the refused line) and
+the latest fits, and polls while one runs; when none runs any more it reloads itself (the new profile, summaries).
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -14,11 +17,18 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.roles import Capability
 from core.errors import ValidationError
+from core.text import JSONTextError, loads_json
 from planning import services as planning
-from planning.models import Fleet, Scenario
+from planning.models import CalibrationProfile, CalibrationUpload, Fleet, Scenario
 from planning.services import calibration as services
-from portal.views.common import _can, _error_dict, _require
-from simulations.services.calibration import calibration_fit_and_reevaluate
+from portal.views.common import _can, _error_dict, _htmx, _require
+from simulations.models import ACTIVE_STATUSES, JobKind
+from simulations.services.calibration import (
+    calibration_fit_submit,
+    calibration_import_submit,
+    fleet_jobs,
+    jobs_by_id,
+)
 
 MAX_CURVES = 8
 
@@ -65,36 +75,55 @@ def step_chart(profile_doc: dict[str, Any]) -> dict[str, Any] | None:
             ]}
 
 
+def _jobs_context(fleet: Fleet) -> dict[str, Any]:
+    """The files (without their text or parsed rows) with their import jobs, and the latest fit jobs."""
+    uploads = list(fleet.calibration_uploads.defer(*CalibrationUpload.HEAVY_FIELDS).order_by("-created_at", "-id")[:100])
+    jobs = jobs_by_id([u.job_id for u in uploads if u.job_id])
+    rows = [{"upload": u, "job": jobs.get(u.job_id or 0)} for u in uploads]
+    fits = fleet_jobs(fleet=fleet, kind=JobKind.CALIBRATION_FIT, limit=5)
+    active = any(u.status == CalibrationUpload.Status.PENDING for u in uploads) or any(
+        f.status in ACTIVE_STATUSES for f in fits)
+    return {"rows": rows, "uploads": uploads, "fits": fits, "jobs_active": active,
+            "ready": sum(1 for u in uploads if u.status == CalibrationUpload.Status.READY)}
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
     fleet = get_object_or_404(Fleet.objects.for_request(request).select_related("team"), pk=pk)
     can_plan = _can(request, fleet.team_id, Capability.PLAN)
+    if _htmx(request) and request.GET.get("partial") == "jobs":
+        # polled while a job runs; once none does, reload the page (a new profile, a file's summary)
+        ctx = {"fleet": fleet, **_jobs_context(fleet)}
+        if not ctx["jobs_active"]:
+            response = HttpResponse(status=204)
+            response["HX-Refresh"] = "true"
+            return response
+        return render(request, "portal/_calibration_jobs.html", ctx)
     errors: dict[str, Any] = {}
     if request.method == "POST":
         _require(request, fleet.team_id, Capability.PLAN)
         try:
             if request.POST.get("action") == "fit":
-                fitted = calibration_fit_and_reevaluate(fleet=fleet, user=request.user,
-                                                        name=request.POST.get("name", ""),
-                                                        note=request.POST.get("note", ""))
-                messages.success(request, f"Profile v{fitted.version} fitted.")
+                job, _ = calibration_fit_submit(fleet=fleet, user=request.user, name=request.POST.get("name", ""),
+                                                note=request.POST.get("note", ""))
+                messages.success(request, f"Fit queued (job #{job.pk}); this page shows the new profile when it is done.")
             else:
+                scenario = None
+                if request.POST.get("scenario", "").strip():  # hostile JSON refused as the API does (#23)
+                    try:
+                        scenario = loads_json(request.POST["scenario"])
+                    except JSONTextError as exc:
+                        raise ValidationError({"scenario": [f"the scenario {exc}"]}) from None
                 upload = request.FILES.get("file")
                 if upload is None:
                     raise ValidationError({"file": ["choose a file"]})
                 name, content = services.read_upload(upload)
-                scenario = None
-                if request.POST.get("scenario", "").strip():
-                    try:
-                        scenario = json.loads(request.POST["scenario"])
-                    except ValueError as exc:
-                        raise ValidationError({"scenario": [f"not JSON: {exc}"]}) from None
-                services.calibration_upload_create(
+                stored, job, _ = calibration_import_submit(
                     fleet=fleet, user=request.user, kind=request.POST.get("kind", ""), content=content,
                     filename=name, label=request.POST.get("label", ""), scenario=scenario,
                     collective=request.POST.get("collective") or None)
-                messages.success(request, f"“{name}” imported.")
+                messages.success(request, f"“{stored.label or name}” stored; importing it (job #{job.pk}).")
             return HttpResponseRedirect(reverse("fleet-calibration", args=[fleet.pk]))
         except ValidationError as exc:
             errors = _error_dict(exc)
@@ -106,10 +135,10 @@ def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
         charts.append(steps)
     return render(request, "portal/fleet_calibration.html", {
         "fleet": fleet, "can_plan": can_plan, "errors": errors, "profile": profile, "doc": doc,
-        "summary": services.profile_summary(profile=profile) if profile else None,
-        "versions": fleet.calibration_profiles.order_by("-version")[:20],
-        "uploads": fleet.calibration_uploads.order_by("-created_at")[:100],
+        "summary": profile.summary if profile else None,
+        "versions": fleet.calibration_profiles.defer(*CalibrationProfile.HEAVY_FIELDS).order_by("-version")[:20],
         "charts": charts, "kinds": services.KINDS, "max_bytes": services.max_upload_bytes(),
+        **_jobs_context(fleet),
     }, status=400 if errors else 200)
 
 

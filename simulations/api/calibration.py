@@ -1,21 +1,29 @@
-"""Calibration API (issue #16): measurement files per fleet and the fleet's fitted profiles.
+"""Calibration API (issues #16, #23): measurement files per fleet and the fleet's fitted profiles.
 
 * ``/api/v1/calibration-files/`` - upload (multipart ``file`` or JSON ``content``), list, read, delete;
-  ``?fleet=<id>`` filters. A malformed file is a 400 naming ``file`` with the importer's line and reason.
-* ``/api/v1/calibration-profiles/`` - POST fits the fleet's next profile version from its files; GET lists
-  the versions (fitted values with uncertainty, residual, per-run predicted vs measured); a single profile
-  adds the full fit: nccl-tests curve points (measured, model, calibrated) and the data it came from.
-  Profiles are immutable: a new fit is a new version.
+  ``?fleet=<id>`` filters. An upload stores the file and answers **202** with the file (``status: pending``) and
+  its import ``job`` (``/api/v1/runs/<id>/``: status, progress, cancel); the job reads it on a worker and sets
+  ``status`` to ``ready`` (``summary`` filled) or ``failed`` (``error`` names the line: ``line N: reason``).
+* ``/api/v1/calibration-profiles/`` - POST queues a fit of the fleet's next profile version from its imported files
+  and answers **202** with the fit job; the job's result names the version. GET lists the versions (fitted values
+  with uncertainty, residual, per-run predicted vs measured); a single profile adds the full fit: nccl-tests curve
+  points (measured, model, calibrated) and the data it came from. Profiles are immutable: a new fit is a new
+  version.
+* Both POSTs take an ``Idempotency-Key`` header: a retry with the key answers the first request's job (and so the
+  same file, the same profile version), never a second one.
 
-Both belong to the fleet's team: reads need READ there, writes PLAN; other teams' ids answer 404.
+Lists never read a file's text or parsed rows, nor a profile's curves (``HEAVY_FIELDS`` deferred; the summaries
+are stored beside them). Both belong to the fleet's team: reads need READ there, writes PLAN; other teams' ids
+answer 404.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,7 +38,59 @@ from planning.api.serializers import TeamSlugMixin
 from planning.models import CalibrationProfile, CalibrationUpload, Fleet
 from planning.services import calibration as services
 from simulations.api.filtersets import CalibrationProfileFilterSet, CalibrationUploadFilterSet
-from simulations.services.calibration import calibration_fit_and_reevaluate
+from simulations.models import RunStatus, SimulationRun
+from simulations.services.calibration import calibration_fit_submit, calibration_import_submit, jobs_by_id
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description="Any printable text (at most 200 characters) naming this request: a retry with the same key "
+                "answers the first request's job instead of starting another.")
+
+
+def job_url(request: Request | None, run_id: int) -> str:
+    url = f"/api/v1/runs/{run_id}/"
+    return request.build_absolute_uri(url) if request is not None else url
+
+
+class CalibrationJobSerializer(serializers.ModelSerializer):
+    """A calibration job (a run of kind ``cal-import`` or ``cal-fit``): where it is, and what it made."""
+
+    url = serializers.SerializerMethodField()
+    fleet = serializers.SerializerMethodField()
+    upload = serializers.SerializerMethodField()
+    profile = serializers.SerializerMethodField()
+    version = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SimulationRun
+        fields = ("id", "url", "kind", "status", "progress", "progress_message", "error", "error_field", "fleet",
+                  "upload", "profile", "version", "queued_at", "started_at", "finished_at")
+        read_only_fields = fields
+
+    def get_url(self, obj: SimulationRun) -> str:
+        return job_url(self.context.get("request"), obj.pk)
+
+    def get_fleet(self, obj: SimulationRun) -> int | None:
+        return (obj.params or {}).get("fleet")
+
+    def get_upload(self, obj: SimulationRun) -> int | None:
+        return (obj.params or {}).get("upload")
+
+    def get_profile(self, obj: SimulationRun) -> int | None:
+        return (obj.result or {}).get("profile") if obj.status == RunStatus.SUCCEEDED else None
+
+    def get_version(self, obj: SimulationRun) -> int | None:
+        return (obj.result or {}).get("version") if obj.status == RunStatus.SUCCEEDED else None
+
+
+class UploadJobSerializer(serializers.Serializer):
+    """A file's import job, in brief (the whole job: ``url``)."""
+
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    status = serializers.CharField()
+    progress = serializers.IntegerField()
+    progress_message = serializers.CharField()
 
 
 class CalibrationUploadSerializer(TeamSlugMixin, serializers.ModelSerializer):
@@ -47,36 +107,51 @@ class CalibrationUploadSerializer(TeamSlugMixin, serializers.ModelSerializer):
                                          help_text='"auto" (default) or the number of leading steps to drop.')
     tokens_per_step = serializers.FloatField(write_only=True, required=False, min_value=1.0, max_value=1e12)
     gpus = serializers.IntegerField(write_only=True, required=False, min_value=1, max_value=10_000_000)
-    summary = serializers.SerializerMethodField()
+    status = serializers.CharField(read_only=True, help_text="pending (its import job runs), ready or failed.")
+    error = serializers.CharField(read_only=True, help_text='Why the import refused the file ("line N: reason").')
+    summary = serializers.JSONField(read_only=True, help_text="What the importer read (empty until ready).")
+    job = serializers.SerializerMethodField()
 
     class Meta:
         model = CalibrationUpload
-        fields = ("id", "team", "fleet", "kind", "label", "filename", "size_bytes", "sha256", "scenario", "summary",
-                  "file", "content", "collective", "warmup_steps", "tokens_per_step", "gpus", "created_at")
+        fields = ("id", "team", "fleet", "kind", "label", "filename", "size_bytes", "sha256", "scenario", "status",
+                  "error", "summary", "job", "file", "content", "collective", "warmup_steps", "tokens_per_step", "gpus",
+                  "created_at")
         read_only_fields = ("filename", "size_bytes", "sha256", "created_at")
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_summary(self, obj: CalibrationUpload) -> dict[str, Any]:
-        p = obj.parsed or {}
-        if obj.kind == "nccl-tests":
-            return {k: p.get(k) for k in ("collective", "collective_source", "ranks", "nodes", "nccl_version",
-                                          "complete", "warnings", "avg_busbw_gbytes_s")} | {"rows": len(p.get("rows", []))}
-        if obj.kind == "step-log":
-            return {k: p.get(k) for k in ("format", "step_time_s", "step_time_sem_rel", "steps_used",
-                                          "warmup_excluded", "tflops_per_gpu", "notes")}
-        return {k: v for k, v in p.items() if k != "per_gpu"}
+    @extend_schema_field(UploadJobSerializer(allow_null=True))
+    def get_job(self, obj: CalibrationUpload) -> dict[str, Any] | None:
+        """The import job: id, url, status, progress (null for files imported before jobs existed)."""
+        if not obj.job_id:
+            return None
+        jobs: dict[int, SimulationRun] | None = self.context.get("jobs")
+        run = jobs.get(obj.job_id) if jobs is not None else SimulationRun.objects.filter(pk=obj.job_id).only(
+            "id", "status", "progress", "progress_message").first()
+        if run is None:
+            return None
+        return {"id": run.pk, "url": job_url(self.context.get("request"), run.pk), "status": run.status,
+                "progress": run.progress, "progress_message": run.progress_message}
 
 
 class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                mixins.DestroyModelMixin, viewsets.GenericViewSet):
-    """Calibration files of a fleet (nccl-tests output, step logs, GPU telemetry)."""
+    """Calibration files of a fleet (nccl-tests output, step logs, GPU telemetry). Never reads their text."""
 
-    queryset = CalibrationUpload.objects.select_related("team", "fleet").order_by("-created_at", "-id")
+    queryset = (CalibrationUpload.objects.select_related("team", "fleet").defer(*CalibrationUpload.HEAVY_FIELDS)
+                .order_by("-created_at", "-id"))
     serializer_class = CalibrationUploadSerializer
     filterset_class = CalibrationUploadFilterSet
     ordering_fields = ("created_at", "kind")
     parser_classes = (MultiPartParser, FormParser, JSONParser)
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        rows = list(page if page is not None else self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "jobs": jobs_by_id([u.job_id for u in rows if u.job_id])}
+        data = self.get_serializer_class()(rows, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
+    @extend_schema(parameters=[IDEMPOTENCY_HEADER], responses={202: CalibrationUploadSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = self.get_serializer(data=request.data)
         ser.is_valid(raise_exception=True)
@@ -89,18 +164,15 @@ class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mi
             filename, content = "", data["content"]
         else:
             raise serializers.ValidationError({"file": ["give a file (multipart) or content (text)"]})
-        warmup: int | str = data.get("warmup_steps") or "auto"
-        if warmup != "auto":
-            try:
-                warmup = int(str(warmup))
-            except ValueError:
-                raise serializers.ValidationError({"warmup_steps": ['must be "auto" or an integer']}) from None
-        upload = services.calibration_upload_create(
+        upload, job, replayed = calibration_import_submit(
             fleet=fleet, user=request.user, kind=data["kind"], content=content, filename=filename,
             label=data.get("label", ""), scenario=data.get("scenario"), collective=data.get("collective") or None,
-            warmup_steps=warmup, tokens_per_step=data.get("tokens_per_step"), gpus=data.get("gpus"),
+            warmup_steps=data.get("warmup_steps") or "auto", tokens_per_step=data.get("tokens_per_step"),
+            gpus=data.get("gpus"), idempotency_key=request.headers.get("Idempotency-Key"),
         )
-        return Response(self.get_serializer(upload).data, status=status.HTTP_201_CREATED)
+        body = self.get_serializer(upload, context={**self.get_serializer_context(), "jobs": {job.pk: job}}).data
+        code = status.HTTP_200_OK if replayed and job.is_terminal else status.HTTP_202_ACCEPTED
+        return Response(body, status=code, headers={"Location": job_url(request, job.pk)})
 
     def perform_destroy(self, instance: CalibrationUpload) -> None:
         services.calibration_upload_delete(upload=instance, user=self.request.user)
@@ -109,18 +181,15 @@ class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mi
 class CalibrationProfileSerializer(TeamSlugMixin, serializers.ModelSerializer):
     fleet = ScopedPrimaryKeyRelatedField(queryset=Fleet.objects.all())
     uploads = ScopedPrimaryKeyRelatedField(queryset=CalibrationUpload.objects.all(), many=True, required=False,
-                                           help_text="Files to fit (default: all of the fleet's files).")
-    summary = serializers.SerializerMethodField()
+                                           help_text="Files to fit (default: all of the fleet's imported files).")
+    summary = serializers.JSONField(read_only=True, help_text="The fitted values with uncertainty, the residual "
+                                                              "and the per-run errors (no curves).")
 
     class Meta:
         model = CalibrationProfile
         fields: tuple[str, ...] = ("id", "team", "fleet", "version", "name", "note", "uploads", "summary",
                                    "created_at", "created_by")
         read_only_fields = ("version", "created_at", "created_by")
-
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_summary(self, obj: CalibrationProfile) -> dict[str, Any]:
-        return services.profile_summary(profile=obj)
 
 
 class CalibrationProfileDetailSerializer(CalibrationProfileSerializer):
@@ -132,18 +201,24 @@ class CalibrationProfileDetailSerializer(CalibrationProfileSerializer):
 
 class CalibrationProfileViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                 viewsets.GenericViewSet):
-    """A fleet's calibration profiles; POST fits the next version. Versions are immutable."""
+    """A fleet's calibration profiles; POST queues a fit of the next version. Versions are immutable."""
 
     queryset = CalibrationProfile.objects.select_related("team", "fleet", "created_by").prefetch_related(
-        "uploads").order_by("fleet_id", "-version")
+        Prefetch("uploads", queryset=CalibrationUpload.objects.only("id"))).order_by("fleet_id", "-version")
     serializer_class = CalibrationProfileSerializer
     filterset_class = CalibrationProfileFilterSet
     ordering_fields = ("created_at", "version")
     parser_classes = (JSONParser,)
 
+    def get_queryset(self) -> QuerySet[CalibrationProfile]:
+        qs = super().get_queryset()
+        return qs if self.action == "retrieve" else qs.defer(*CalibrationProfile.HEAVY_FIELDS)
+
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return CalibrationProfileDetailSerializer if self.action == "retrieve" else CalibrationProfileSerializer
 
+    @extend_schema(parameters=[IDEMPOTENCY_HEADER], request=CalibrationProfileSerializer,
+                   responses={202: CalibrationJobSerializer, 200: CalibrationJobSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = CalibrationProfileSerializer(data=request.data, context=self.get_serializer_context())
         ser.is_valid(raise_exception=True)
@@ -151,11 +226,13 @@ class CalibrationProfileViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, m
         fleet: Fleet = data["fleet"]
         require_capability(request, fleet.team_id, self.write_capability)
         uploads = data.get("uploads")
-        profile = calibration_fit_and_reevaluate(fleet=fleet, user=request.user,
-                                                 uploads=list(uploads) if uploads else None,
-                                                 name=data.get("name", ""), note=data.get("note", ""))
-        return Response(CalibrationProfileDetailSerializer(profile, context=self.get_serializer_context()).data,
-                        status=status.HTTP_201_CREATED)
+        job, replayed = calibration_fit_submit(fleet=fleet, user=request.user,
+                                               uploads=list(uploads) if uploads else None, name=data.get("name", ""),
+                                               note=data.get("note", ""),
+                                               idempotency_key=request.headers.get("Idempotency-Key"))
+        body = CalibrationJobSerializer(job, context=self.get_serializer_context()).data
+        code = status.HTTP_200_OK if replayed and job.is_terminal else status.HTTP_202_ACCEPTED
+        return Response(body, status=code, headers={"Location": job_url(request, job.pk)})
 
 
-__all__ = ["CalibrationProfileViewSet", "CalibrationUploadViewSet"]
+__all__ = ["CalibrationJobSerializer", "CalibrationProfileViewSet", "CalibrationUploadViewSet"]

@@ -2,6 +2,8 @@
 
 - :mod:`.runs` — create and submit runs (snapshot, input hash, reuse of identical results)
 - :mod:`.execution` — claim, execute, finish, release, reap, cancel (the run protocol)
+- :mod:`.leases` — a running execution's lease and its heartbeat thread; run events
+- :mod:`.calibration` — calibration import and fit jobs (issue #23)
 - :mod:`.sweeps` — expand axes, fan out, aggregate
 - :mod:`.preview` — the synchronous estimate behind live forms
 - :mod:`.reevaluation` — watched scenarios, diffs between runs

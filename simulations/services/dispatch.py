@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import chord, current_app, group
 from django.db import transaction
+from kombu.exceptions import ChannelError
 
 logger = logging.getLogger(__name__)
 
@@ -31,15 +32,52 @@ def task(name: str) -> Any:
     return current_app.tasks[name]
 
 
+def declare_queues() -> None:
+    """Declare the app's queues and bindings, uncached (a flushed broker lost them; kombu remembers having declared
+    them for the life of a connection, so without this a long-lived process sends into kombu's dead-letter list)."""
+    if current_app.conf.task_always_eager:
+        return
+    try:
+        with current_app.pool.acquire(block=True, timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.default_channel
+            for queue in current_app.conf.task_queues or ():
+                queue(channel).declare()
+    except Exception:  # the send below fails (and is logged) or the reaper re-sends later
+        logger.warning("could not declare the queues", exc_info=True)
+
+
 def send_execute(run_ids: list[int]) -> None:
     """Queue one ``execute_run`` per id on the simulations queue (now, not on commit)."""
+    declare_queues()
     execute = task(EXECUTE_RUN)
     for run_id in run_ids:
         execute.apply_async(args=[run_id], queue=SIMULATIONS_QUEUE)
 
 
+def queue_depth(queue: str = SIMULATIONS_QUEUE) -> int | None:
+    """Messages waiting in ``queue`` on the broker (not those a worker reserved); None when the broker cannot say.
+
+    The reaper compares it with the number of queued runs: fewer messages than queued runs means the broker lost
+    some (flushed, restarted without persistence), so it re-sends them. A queue the broker does not know (Redis
+    drops an empty list's key, and a flush drops them all) holds 0 messages.
+    """
+    try:
+        with current_app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1)
+            try:
+                ok = conn.default_channel.queue_declare(queue=queue, passive=True)
+            except ChannelError:
+                return 0
+            return int(ok.message_count)
+    except Exception:
+        logger.warning("could not read the length of queue %s", queue, exc_info=True)
+        return None
+
+
 def send_sweep(*, sweep_id: int, run_ids: list[int]) -> None:
     """Fan a sweep's children out as a chord on the simulations queue (callback on default)."""
+    declare_queues()
     header = group(task(EXECUTE_RUN).si(run_id).set(queue=SIMULATIONS_QUEUE) for run_id in run_ids)
     try:
         chord(header)(task(FINALIZE_SWEEP).s(sweep_id=sweep_id).set(queue=DEFAULT_QUEUE))

@@ -1,5 +1,7 @@
 """The fleet calibration page in a browser (issue #16): upload nccl-tests output and a step log through the
-forms, fit, and see the fitted values and the predicted-vs-measured charts drawn (SYNTHETIC demo data)."""
+forms, fit, and see the fitted values and the predicted-vs-measured charts drawn (SYNTHETIC demo data).
+
+Imports and fits are jobs on a real worker (issue #23): the page follows them and reloads itself when they end."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_d
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "calibration"
 
 
-def test_calibration_page_upload_fit_and_charts(live_server: Any, browser: Any, make_user: Any, team: Any) -> None:
+def test_calibration_page_upload_fit_and_charts(live_server: Any, browser: Any, make_user: Any, team: Any,
+                                                celery_worker_factory: Any, purge_broker: Any) -> None:
     from planning import services
 
+    celery_worker_factory(queues="default,simulations", concurrency=1)
     services.catalog_load_default()
     planner = make_user("planner", team=team, username="cal-planner")
     fleet = services.fleet_create(team=team, user=planner, name="A100 pod", server_model="HGX-A100-80GB",
@@ -36,15 +40,15 @@ def test_calibration_page_upload_fit_and_charts(live_server: Any, browser: Any, 
     page.select_option("select[name=kind]", "nccl-tests")
     page.set_input_files("input[name=file]", str(EXAMPLES / "a100_all_reduce_32ranks.txt"))
     page.click("#upload-form button[type=submit]")
-    page.wait_for_selector("#uploads")
+    page.wait_for_selector("#uploads tr[data-status=ready]", timeout=60_000)  # its import job ran; the page reloaded
     page.select_option("select[name=kind]", "step-log")
     page.set_input_files("input[name=file]", str(EXAMPLES / run["file"]))
     scenario = {k: run["scenario"][k] for k in ("model", "training", "parallelism")}
     page.fill("textarea[name=scenario]", json.dumps({**scenario, "cluster": {"gpus": 32}}))
     page.click("#upload-form button[type=submit]")
-    page.wait_for_selector("#uploads tbody tr:nth-child(2)")
+    page.wait_for_function("document.querySelectorAll('#uploads tr[data-status=ready]').length === 2", timeout=60_000)
     page.click("button:has-text('Fit profile v1')")
-    page.wait_for_selector("#fitted-collectives")
+    page.wait_for_selector("#fitted-collectives", timeout=60_000)  # the fit job ended; the page reloaded
     wait_js(page, "window.fpCharts && window.fpCharts['chart-nccl-0'] && window.fpCharts['chart-steps']")
     text = page.inner_text("#profile")
     assert "Profile v1" in text and "all_reduce" in text and "bf16" in text

@@ -148,8 +148,8 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
     from simulations import services
     from simulations.models import SimulationRun
 
-    # A short lease needs a shorter hard time limit (checked at worker start-up: simulations/limits.py).
-    lease = {"FP_RUN_STUCK_AFTER_S": "15", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
+    # A short lease (heartbeat every 2 s) so the test is quick; the reaper below uses the same lease.
+    lease = {"FP_RUN_LEASE_S": "6", "FP_RUN_HEARTBEAT_S": "2"}
     first = celery_worker_factory(queues="simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "60"})
     [run_id] = _submit(world)
     _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
@@ -166,7 +166,7 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
         extra_env={**lease, "FP_TASK_TEST_DELAY_S": "1", "CELERY_VISIBILITY_TIMEOUT": "2"},
     )
     _wait(lambda: _all_terminal([run_id]), 120, "the run to finish on the second worker", every=1,
-          on_tick=lambda: services.run_reap(stuck_after_s=3))
+          on_tick=lambda: services.run_reap(lease_s=6, redispatch_after_s=3))
     time.sleep(3)  # let any duplicate delivery arrive and be refused
 
     run = SimulationRun.objects.get(pk=run_id)
@@ -224,7 +224,7 @@ def test_database_connection_dropped_mid_run_retries_and_ends_consistent(
 ) -> None:
     from simulations.models import SimulationRun
 
-    # Production lease (15 min): recovery must come from the task's own retry, not from the reaper.
+    # Production lease (30 s) and no reaper: recovery must come from the task's own retry.
     worker = celery_worker_factory(queues="simulations", extra_env={"FP_TASK_TEST_DELAY_S": "4"})
     [run_id] = _submit(world)
     _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),

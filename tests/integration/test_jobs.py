@@ -83,8 +83,8 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     from simulations import services
     from simulations.models import SimulationRun, Sweep
 
-    # A short lease needs a shorter hard time limit (checked at worker start-up: simulations/limits.py).
-    lease = {"FP_RUN_STUCK_AFTER_S": "15", "FP_RUN_TIME_LIMIT_S": "10", "FP_RUN_SOFT_TIME_LIMIT_S": "8"}
+    # A short lease (heartbeat every 2 s) so the test is quick; the reaper below uses the same lease.
+    lease = {"FP_RUN_LEASE_S": "6", "FP_RUN_HEARTBEAT_S": "2"}
     first = celery_worker_factory(queues="default,simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "1"})
     client = api_client_for(setup["user"])
     axes = {"cluster.gpus": [32, 64, 128, 256], "cluster.nic_gbps": [200, 400, 800]}
@@ -108,7 +108,7 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     second = celery_worker_factory(queues="default,simulations",
                                    extra_env={**lease, "FP_TASK_TEST_DELAY_S": "0.2", "CELERY_VISIBILITY_TIMEOUT": "5"})
     _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="succeeded").count() == 12, 120,
-          "every child to succeed", on_tick=lambda: services.run_reap(stuck_after_s=3))
+          "every child to succeed", on_tick=lambda: services.run_reap(lease_s=6, redispatch_after_s=3))
 
     runs = list(SimulationRun.objects.filter(sweep_id=sweep_id))
     assert len(runs) == 12  # no duplicated rows

@@ -1,4 +1,5 @@
-"""Start-up check of the time limits: web budget below the web timeout, run lease longer than the hard limit."""
+"""Start-up check of the time limits: web budget below the web timeout, a run lease renewed often enough by its
+heartbeat (issue #23: the lease no longer has to outlast the hard limit, a live run renews it)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ from simulations import limits
 def test_defaults_are_consistent() -> None:
     limits.check_limits()
     assert limits.web_engine_budget_s() <= limits.web_timeout_s() / 2
-    assert limits.run_lease_s() > limits.run_time_limit_s() > limits.run_soft_time_limit_s() >= limits.run_budget_s()
+    assert limits.run_time_limit_s() > limits.run_soft_time_limit_s() >= limits.run_budget_s()
+    assert limits.run_heartbeat_s() <= limits.run_lease_s() / 3
+    assert limits.recovery_bound_s() < 90, "a dead worker's run is re-claimed in well under 90 s"
 
 
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        ({"FP_RUN_STUCK_AFTER_S": 300}, "FP_RUN_STUCK_AFTER_S=300"),  # lease shorter than the hard limit: the probe's bug
-        ({"FP_RUN_STUCK_AFTER_S": 330}, "lease"),
+        ({"FP_RUN_HEARTBEAT_S": 11}, "FP_RUN_HEARTBEAT_S=11"),  # a beat every 11 s cannot keep a 30 s lease safe
+        ({"FP_RUN_LEASE_S": 2, "FP_RUN_HEARTBEAT_S": 0.5}, "FP_RUN_LEASE_S=2"),
+        ({"FP_REAPER_EVERY_S": 60}, "FP_REAPER_EVERY_S=60"),
         ({"FP_WEB_ENGINE_BUDGET_S": 25}, "FP_WEB_ENGINE_BUDGET_S=25"),
         ({"FP_WEB_ENGINE_BUDGET_S": 0}, "FP_WEB_ENGINE_BUDGET_S=0"),
         ({"FP_RUN_SOFT_TIME_LIMIT_S": 400}, "FP_RUN_SOFT_TIME_LIMIT_S=400"),

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from engine.schema.calibration import Profile
 
 from engine.calibration.manifest import fit_manifest
+from engine.schema.calibration import Profile
 
 
 class Command(BaseCommand):

@@ -1,5 +1,8 @@
 """Calibration on the platform (issue #16): team-owned files and versioned profiles, size-limited uploads,
-scenarios that carry the fleet's profile, results naming its version, re-evaluation when it changes."""
+scenarios that carry the fleet's profile, results naming its version, re-evaluation when it changes.
+
+Uploads and fits are jobs (issue #23): a POST answers 202 with the job; ``_run_jobs`` executes the queued jobs
+in-process, as a worker would."""
 
 from __future__ import annotations
 
@@ -33,9 +36,38 @@ def _run_entry(rid: str = "llama7b-32gpu-bf16") -> dict[str, Any]:
     return next(r for r in MANIFEST["runs"] if r["id"] == rid)
 
 
-def _upload(client: APIClient, fleet: Any, kind: str = "nccl-tests", content: str | None = None, **extra: Any) -> Any:
+def _run_jobs() -> list[Any]:
+    """Execute every queued calibration job in this process (the worker's part)."""
+    from simulations import services
+    from simulations.models import JobKind, SimulationRun
+
+    ids = list(SimulationRun.objects.filter(kind__in=JobKind.values, status="queued").order_by("pk")
+               .values_list("pk", flat=True))
+    return [services.run_execute(run_id=i) for i in ids]
+
+
+def _upload(client: APIClient, fleet: Any, kind: str = "nccl-tests", content: str | None = None, run: bool = True,
+            **extra: Any) -> Any:
     body = {"fleet": fleet.pk, "kind": kind, "content": content if content is not None else _nccl_text(), **extra}
-    return client.post("/api/v1/calibration-files/", body, format="json")
+    r = client.post("/api/v1/calibration-files/", body, format="json")
+    if run and r.status_code == 202:
+        _run_jobs()
+    return r
+
+
+def _file(client: APIClient, r: Any) -> dict[str, Any]:
+    """The uploaded file as it is now (after its import job)."""
+    return client.get(f"/api/v1/calibration-files/{r.json()['id']}/").json()
+
+
+def _fit_now(client: APIClient, fleet: Any, **body: Any) -> Any:
+    """POST a fit (202 + job), run the job, and answer the profile it made (the API's detail)."""
+    r = client.post("/api/v1/calibration-profiles/", {"fleet": fleet.pk, **body}, format="json")
+    assert r.status_code == 202, r.content
+    _run_jobs()
+    job = client.get(r.json()["url"]).json()
+    assert job["status"] == "succeeded", job
+    return client.get(f"/api/v1/calibration-profiles/{job['result']['profile']}/")
 
 
 def _step_upload(client: APIClient, fleet: Any) -> Any:
@@ -51,17 +83,21 @@ def test_upload_parse_and_fit_versions_are_team_owned_and_change_logged(world) -
 
     x, y = world["x"], world["y"]
     planner = _client(world["users"]["planner"])
-    r = _upload(planner, x["fleet"], label="ar-32")
-    assert r.status_code == 201, r.content
-    assert r.json()["summary"]["collective"] == "all_reduce" and r.json()["summary"]["ranks"] == 32
-    assert _step_upload(planner, x["fleet"]).status_code == 201
-    fit = planner.post("/api/v1/calibration-profiles/", {"fleet": x["fleet"].pk, "name": "acceptance"}, format="json")
-    assert fit.status_code == 201, fit.content
+    r = _upload(planner, x["fleet"], label="ar-32", run=False)
+    assert r.status_code == 202, r.content
+    assert r.json()["status"] == "pending" and r.json()["job"]["status"] == "queued"
+    assert r["Location"].endswith(f"/api/v1/runs/{r.json()['job']['id']}/")
+    _run_jobs()
+    f = _file(planner, r)
+    assert f["status"] == "ready" and f["job"]["status"] == "succeeded" and f["job"]["progress"] == 100
+    assert f["summary"]["collective"] == "all_reduce" and f["summary"]["ranks"] == 32
+    assert _file(planner, _step_upload(planner, x["fleet"]))["status"] == "ready"
+    fit = _fit_now(planner, x["fleet"], name="acceptance")
     body = fit.json()
     assert body["version"] == 1
     assert body["summary"]["collectives"][0]["eta_sigma"] > 0
     assert body["profile"]["sources"][0]["sha256"]
-    assert planner.post("/api/v1/calibration-profiles/", {"fleet": x["fleet"].pk}, format="json").json()["version"] == 2
+    assert _fit_now(planner, x["fleet"]).json()["version"] == 2
     assert ObjectChange.objects.filter(object_type="calibration-profile", object_id=body["id"]).exists()
     # another team sees none of it and cannot write to it
     other = _client(world["other_admin"])
@@ -70,7 +106,7 @@ def test_upload_parse_and_fit_versions_are_team_owned_and_change_logged(world) -
     assert other.get("/api/v1/calibration-files/").json()["count"] == 0
     assert _upload(other, x["fleet"]).status_code == 400  # the fleet id is "not found" for that team
     assert other.post("/api/v1/calibration-profiles/", {"fleet": x["fleet"].pk}, format="json").status_code == 400
-    assert _upload(other, y["fleet"]).status_code == 201
+    assert _upload(other, y["fleet"]).status_code == 202
     # a viewer reads but does not write
     viewer = _client(world["users"]["viewer"])
     assert viewer.get(f"/api/v1/calibration-profiles/{body['id']}/").status_code == 200
@@ -78,22 +114,32 @@ def test_upload_parse_and_fit_versions_are_team_owned_and_change_logged(world) -
 
 
 @pytest.mark.parametrize("content,field,match", [
-    ("hello\n", "file", "line 1"),
     ("", "content", "blank"),
     ("   \n", "file", "empty"),
 ])
-def test_malformed_files_are_400_naming_the_line(world, content: str, field: str, match: str) -> None:
+def test_unreadable_uploads_are_400_at_once(world, content: str, field: str, match: str) -> None:
     r = _upload(_client(world["users"]["planner"]), world["x"]["fleet"], content=content)
-    assert r.status_code == 400 and match in json.dumps(r.json()), r.content
+    assert r.status_code == 400 and match in json.dumps(r.json()["errors"][field]), r.content
+
+
+def test_malformed_file_is_refused_by_its_job_naming_the_line(world) -> None:
+    planner = _client(world["users"]["planner"])
+    r = _upload(planner, world["x"]["fleet"], content="hello\n")
+    assert r.status_code == 202, r.content
+    f = _file(planner, r)
+    assert f["status"] == "failed" and "line 1" in f["error"] and f["summary"] == {}
+    job = planner.get(f["job"]["url"]).json()
+    assert job["status"] == "failed" and job["error_field"] == "file" and "line 1" in job["error"]
 
 
 def test_truncated_nccl_file_names_its_line(world) -> None:
     lines = _nccl_text().splitlines()
     row = next(i for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("#"))
     text = "\n".join([*lines[: row + 4], lines[row + 4][:60]])
-    r = _upload(_client(world["users"]["planner"]), world["x"]["fleet"], content=text)
-    assert r.status_code == 400
-    assert f"line {row + 5}" in json.dumps(r.json()) and "truncated" in json.dumps(r.json())
+    planner = _client(world["users"]["planner"])
+    f = _file(planner, _upload(planner, world["x"]["fleet"], content=text))
+    assert f["status"] == "failed"
+    assert f"line {row + 5}" in f["error"] and "truncated" in f["error"]
 
 
 def test_uploads_are_size_limited_and_must_be_text(world, settings) -> None:
@@ -119,9 +165,9 @@ def test_step_log_needs_the_run_scenario(world) -> None:
 
 def _fit(world: Any) -> Any:
     planner = _client(world["users"]["planner"])
-    assert _upload(planner, world["x"]["fleet"]).status_code == 201
-    assert _step_upload(planner, world["x"]["fleet"]).status_code == 201
-    return planner.post("/api/v1/calibration-profiles/", {"fleet": world["x"]["fleet"].pk}, format="json").json()
+    assert _upload(planner, world["x"]["fleet"]).status_code == 202
+    assert _step_upload(planner, world["x"]["fleet"]).status_code == 202
+    return _fit_now(planner, world["x"]["fleet"]).json()
 
 
 def test_scenarios_on_the_fleet_carry_the_profile_unless_told_not_to(world) -> None:
@@ -169,9 +215,10 @@ def test_results_name_the_profile_version_and_a_new_profile_reevaluates(world, d
     assert f"calibrated with {prof['name']}" in html and f"v{prof['version']}" in html
     assert services.scenario_needs_reevaluation(scenario=scenario)[0] is False
     planner = _client(world["users"]["planner"])
+    r = planner.post("/api/v1/calibration-profiles/", {"fleet": x["fleet"].pk}, format="json")
+    assert r.status_code == 202
     with django_capture_on_commit_callbacks(execute=True):
-        r = planner.post("/api/v1/calibration-profiles/", {"fleet": x["fleet"].pk}, format="json")
-    assert r.status_code == 201
+        _run_jobs()
     from simulations.models import ReEvaluation
 
     reeval = ReEvaluation.objects.filter(scenario=scenario).latest("pk")
@@ -197,12 +244,23 @@ def test_fleet_calibration_page_shows_fit_and_is_team_scoped(world, client) -> N
 
     bad = SimpleUploadedFile("bad.txt", b"# only a comment\nnot a row\n")
     r = client.post(f"/fleets/{x['fleet'].pk}/calibration/", {"kind": "nccl-tests", "file": bad})
-    assert r.status_code == 400 and "line 2" in r.content.decode()
+    assert r.status_code == 302  # stored; its import job reads it
+    page = client.get(f"/fleets/{x['fleet'].pk}/calibration/").content.decode()
+    assert "importing" in page and 'data-polling="1"' in page  # the page follows the job while it runs
+    _run_jobs()
+    page = client.get(f"/fleets/{x['fleet'].pk}/calibration/").content.decode()
+    assert "refused" in page and "line 2" in page and 'data-polling="1"' not in page
     good = SimpleUploadedFile("ar.txt", _nccl_text().encode())
     r = client.post(f"/fleets/{x['fleet'].pk}/calibration/", {"kind": "nccl-tests", "file": good})
     assert r.status_code == 302
+    _run_jobs()
     r = client.post(f"/fleets/{x['fleet'].pk}/calibration/", {"action": "fit", "name": "portal fit"})
     assert r.status_code == 302
+    partial = client.get(f"/fleets/{x['fleet'].pk}/calibration/?partial=jobs", HTTP_HX_REQUEST="true")
+    assert partial.status_code == 200 and 'id="fit-jobs"' in partial.content.decode()
+    _run_jobs()
+    done = client.get(f"/fleets/{x['fleet'].pk}/calibration/?partial=jobs", HTTP_HX_REQUEST="true")
+    assert done.status_code == 204 and done["HX-Refresh"] == "true"  # nothing runs any more: reload the page
     assert "Profile v2" in client.get(f"/fleets/{x['fleet'].pk}/calibration/").content.decode()
 
 
