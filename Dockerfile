@@ -33,6 +33,7 @@ COPY accounts ./accounts
 COPY planning ./planning
 COPY portal ./portal
 COPY simulations ./simulations
+COPY engine ./engine
 RUN pip install .
 
 # Static files are collected into the image (WhiteNoise serves them), in production mode so the

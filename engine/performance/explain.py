@@ -22,7 +22,7 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.api import candidate_layouts, rank_layouts
 from engine.performance.calibrated import overlay_from_scenario
-from engine.performance.context import RECOMPUTE_NAMES, Context, Layouts, make_context
+from engine.performance.context import DP_PLACEMENT_NAMES, RECOMPUTE_NAMES, Context, Layouts, make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate, step_terms
 from engine.performance.terms.groups import fabric_groups
@@ -39,7 +39,7 @@ UNIT_SUFFIXES = {
 FIELD_UNITS = {"tp_overlap": "fraction"}
 # the layout as Result.parallelism names it -> the Layouts array
 LAYOUT_KEYS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp", "micro_batch": "mb",
-               "sequence_parallel": "sp", "recompute": "recompute", "zero": "zero"}
+               "sequence_parallel": "sp", "recompute": "recompute", "zero": "zero", "dp_placement": "dp_outer"}
 
 
 def unit_of(key: str) -> str | None:
@@ -68,6 +68,8 @@ def _matching(lay: Layouts, layout: Mapping[str, Any]) -> np.ndarray:
         have = getattr(lay, LAYOUT_KEYS[key])
         if key == "recompute":
             have = np.asarray([RECOMPUTE_NAMES[int(v)] for v in have])
+        elif key == "dp_placement":
+            have = np.asarray([DP_PLACEMENT_NAMES[int(v)] for v in have])
         keep &= have == want
     if not keep.any():
         raise ScenarioError("layout", f"{dict(layout)} is not a candidate layout of this scenario")

@@ -17,9 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_tables2 import RequestConfig
 
 from accounts.roles import Capability
-from engine.schema.enums import Routing
 from planning.models import Scenario
-from portal.forms.common import int_input
+from portal.forms.common import ROUTING_CHOICES, int_input
 from portal.tables import FabricRunTable
 from portal.views.common import _can, _error_dict, _require, _runs_for
 from simulations import services as sim_services
@@ -41,7 +40,7 @@ TRAFFIC_LABELS = {
 ROUTING_MODES = (
     ("compare", "Compare: single-QP ECMP, 8 QPs, adaptive"),
     ("scenario", "The scenario's own routing"),
-    *Routing.choices(),
+    *ROUTING_CHOICES[1:],  # the enum's labelled modes (the first entry is the builder's 'fabric default')
 )
 STUDIES_PER_PAGE = 20
 TIER_LABELS = {"nvlink": "NVLink", "nic": "NIC ↔ leaf", "leaf-spine": "Leaf ↔ spine", "spine-core": "Spine ↔ core"}

@@ -19,7 +19,6 @@ from django_tables2 import RequestConfig
 from accounts.roles import Capability
 from accounts.scoping import active_team, visible_team_ids
 from core.errors import ValidationError
-from engine.schema.types import Scenario as EngineScenario
 from planning import services
 from planning.models import Fleet, ObjectChange, Scenario
 from planning.services import document_validate, fleet_cluster
@@ -51,10 +50,11 @@ def scenarios(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, Any]) -> EngineScenario | None:
+def _validate_document(form: ScenarioBuilderForm, catalog_values: Mapping[str, Any]) -> Any:
     """Validate with the same service (and so the same rules) as the API; errors go on the right field.
 
-    Returns the engine's parsed scenario (None when invalid), so the estimate does not parse it again."""
+    Returns the engine's parsed scenario (opaque here: views never handle engine types; None when invalid), so
+    the estimate does not parse it again."""
     try:
         return document_validate(document=form.document(), catalog=catalog_values or None)
     except ValidationError as exc:

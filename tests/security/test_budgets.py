@@ -31,7 +31,7 @@ def test_preview_past_its_budget_answers_json_503_quickly(world, settings, monke
 
     preview_module = importlib.import_module("simulations.services.preview")  # the package re-exports the function
     settings.FP_WEB_ENGINE_BUDGET_S = 0.2
-    monkeypatch.setattr(preview_module.engine, "predict", _spin)
+    monkeypatch.setattr(preview_module, "predict", _spin)
     client = APIClient()
     client.force_login(world.home.users["viewer"])  # preview is open to viewers: the probe's case
     client.raise_request_exception = False
