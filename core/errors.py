@@ -1,7 +1,7 @@
 """The domain's errors: the one module services, selectors and scoping raise from.
 
 They know nothing of HTTP or of Django REST framework. The API's exception handler
-(``core.api.errors.exception_handler``) turns them into 400/403/404/409/413 responses with the usual
+(``core.api.errors.exception_handler``) turns them into 400/403/404/409/413/429 responses with the usual
 ``{"errors": {field: [messages]}, "status": code}`` body, and the portal (``portal.views.common`` and
 ``portal.middleware``) turns them into form errors, 403 and 404 pages.
 
@@ -65,6 +65,18 @@ class PayloadTooLarge(DomainError):
 
     code = "payload_too_large"
     default_message = "Request body too large."
+
+
+class TooManyRequests(DomainError):
+    """The team already holds its share of the workers, or a limit on the request rate (HTTP 429 with
+    ``Retry-After: retry_after``)."""
+
+    code = "too_many_requests"
+    default_message = "Too many requests."
+
+    def __init__(self, detail: str | Sequence[Any] | Mapping[str, Any] | None = None, *, retry_after: int = 60) -> None:
+        super().__init__(detail)
+        self.retry_after = int(retry_after)
 
 
 def field_error(field: str, message: str) -> ValidationError:

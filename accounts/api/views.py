@@ -10,7 +10,6 @@ from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts import services
@@ -28,6 +27,7 @@ from accounts.api.serializers import (
 from accounts.models import ApiToken, Membership, Team
 from accounts.roles import Capability
 from accounts.scoping import active_team, require_capability
+from core.api.throttles import AtomicScopedRateThrottle
 
 
 class MeView(APIView):
@@ -104,7 +104,7 @@ class ApiTokenViewSet(
     throttle_scope = "token"
 
     def get_throttles(self) -> list[Any]:
-        return [ScopedRateThrottle()] if self.action == "create" else []
+        return [AtomicScopedRateThrottle()] if self.action == "create" else []  # holds under bursts (#23)
 
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):

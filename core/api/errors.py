@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -64,12 +64,25 @@ def translate_domain_error(exc: domain.DomainError) -> exceptions.APIException:
         return PayloadTooLarge(exc.message)
     if isinstance(exc, domain.Conflict):
         return Conflict(exc.detail)
+    if isinstance(exc, domain.TooManyRequests):
+        return exceptions.Throttled(wait=exc.retry_after, detail=exc.message)
     return exceptions.ValidationError(exc.detail)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     # Hostile bodies: too large for DATA_UPLOAD_MAX_MEMORY_SIZE, nested past the parser's recursion limit,
     # or not decodable. None of these is an APIException, so without this they would be 500s.
+    if isinstance(exc, OperationalError | InterfaceError):
+        # A dropped database connection: a safe request is let through to planner.middleware.DatabaseRetryMiddleware,
+        # which runs it again on a fresh connection; a write is never replayed and answers 503 (nothing committed).
+        request = context.get("request")
+        if getattr(request, "method", "") in ("GET", "HEAD", "OPTIONS"):
+            return None
+        logger.warning("database unavailable during %s: %s", getattr(request, "path", "?"), exc)
+        unavailable = error_response({"detail": ["the database connection was lost; try again"]},
+                                     status.HTTP_503_SERVICE_UNAVAILABLE)
+        unavailable["Retry-After"] = "5"
+        return unavailable
     if isinstance(exc, BudgetExceeded):
         exc = EngineBudgetExceeded(
             f"{exc}; narrow the request (fix some \"auto\" settings) or submit it as a run"

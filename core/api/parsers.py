@@ -1,4 +1,5 @@
-"""JSON parser that refuses text PostgreSQL cannot store and UTF-8 cannot encode.
+"""JSON parser that refuses text PostgreSQL cannot store and UTF-8 cannot encode, and documents too large, too
+deep or with too many items to walk (the one reader, :func:`core.text.loads_json`, that the portal's forms use too).
 
 PostgreSQL's ``jsonb`` and ``text`` reject the NUL character (``\\u0000``), and a lone UTF-16 surrogate
 (``"\\ud800"``, which JSON escapes can carry) is not valid Unicode at all: it can be neither stored nor written
@@ -10,20 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
-from core.text import find_bad_text
+from core.text import JSONTextError, loads_json
 
 
 class SafeJSONParser(JSONParser):
+    """DRF's JSON parser through :func:`core.text.loads_json`: size, depth (checked before decoding, so the decoder
+    never recurses 100,000 levels), strict numbers (no NaN), item count, NUL and lone surrogates — each a 400."""
+
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        data = super().parse(stream, media_type, parser_context)
-        found = find_bad_text(data)
-        if found is not None:
-            where, why = found
-            raise ParseError(f"JSON parse error - {why}, at {where}.")
-        return data
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2 * 1024 * 1024)
+        raw = stream.read(limit + 1) if stream is not None else b""
+        try:
+            text = raw.decode(encoding)
+        except (LookupError, UnicodeDecodeError) as exc:
+            raise ParseError(f"JSON parse error - the body is not valid {encoding} ({type(exc).__name__}).") from None
+        try:
+            return loads_json(text, max_bytes=limit)
+        except JSONTextError as exc:
+            raise ParseError(f"JSON parse error - {exc}.") from None
 
 
 def _check_form(data: Any) -> None:

@@ -10,7 +10,7 @@ interruption of the job it hit), so its time is ``events x`` a measured cost per
 and the daily timeline), plus the seed-independent preparation of each option (the engine times every workload
 job on every cluster). Measured on the demo plan (``engine/fleet/examples/demo_plan.json``: ~24,000 jobs and
 ~56,000 events a year on 2,560 nodes): 1.5-4.7 s per simulation on the shared 2-core development machine, so the
-estimate takes the upper half of that range. docs/fleet-model.md "Admission".
+estimate takes the upper half of that range. docs/security.md "Admission".
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ FAILURE_EVENTS_PER_NODE_DAY = 0.004  # failures, repairs and interruptions (demo
 # interruptions over 2,560 nodes x 365 days at the catalog's rates)
 BYTES_PER_JOB = 600  # a job's record and its events in the heap
 BYTES_PER_CLUSTER_DAY = 400  # the daily series of the first replication (kept in full)
-BYTES_BASE = 32 * 1024**2
+PLAN_BYTES_BASE = 32 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def estimate_plan(plan: Plan, replications: int | None = None, *, search: bool =
     per_sim = SECONDS_PER_EVENT * events + SECONDS_PER_CLUSTER_DAY * horizon * len(clusters)
     workload_jobs = sum(1 for j in plan.jobs if j.workload is not None)
     prepare = SECONDS_PER_WORKLOAD_OPTION * workload_jobs * len(clusters) * max(options, 1)
-    memory = BYTES_BASE + BYTES_PER_JOB * jobs + BYTES_PER_CLUSTER_DAY * horizon * len(clusters)
+    memory = PLAN_BYTES_BASE + BYTES_PER_JOB * jobs + BYTES_PER_CLUSTER_DAY * horizon * len(clusters)
     return PlanEstimate(replications=n, options=max(options, 1), simulations=simulations, jobs_per_simulation=jobs,
                         events_per_simulation=events, seconds_per_simulation=per_sim,
                         seconds=prepare + simulations * per_sim, bytes=int(memory))

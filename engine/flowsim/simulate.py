@@ -23,6 +23,7 @@ from engine.catalog import Catalog, get_item
 from engine.document.parse import parse_scenario
 from engine.errors import NOT_A_CHOICE, ScenarioError
 from engine.flowsim import traffic as tr
+from engine.flowsim.estimate import SimulationEstimate, check_simulation, estimate_job
 from engine.flowsim.network import (
     TIERS,
     FloatArray,
@@ -169,25 +170,38 @@ def _incidence(net: Network, links: LinkSet, flows: tr.Flows, routing: str,
     return link, group
 
 
-def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
-             ranks: int | None = None, routing: str | None = None, qps: int | None = None,
-             placement: str = "packed", seeds: int = 20, *, group: str | None = None,
-             channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
-             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Simulate one collective phase (or several concurrent ones) of a job on the scenario's cluster.
+@dataclass(frozen=True)
+class PreparedSimulation:
+    """One simulation's validated inputs, before any per-seed array: :func:`simulate` runs it, :func:`estimate`
+    prices it (both go through :func:`prepare_simulation`: what the simulation would refuse, the estimate refuses)."""
 
-    ``traffic``: a kind from :data:`traffic.TRAFFIC`, optionally ``"kind:group"`` (group one of ``all``, ``tp``,
-    ``cp``, ``dp``, ``pp``, ``ep``), or a list of them to run concurrently. ``ranks``: job size in GPUs (default:
-    all). ``routing``: ``ecmp`` | ``ecmp-qp`` | ``adaptive`` | ``pinned`` (default: the scenario's
-    ``cluster.routing``). ``qps``: queue pairs per connection (default: the scenario's for its own routing,
-    else 1, or 4 for ``ecmp-qp``). ``placement``: ``packed`` | ``random`` | ``fragmented`` (``fragmentation`` =
-    fraction of nodes already taken). ``background``: fraction of the other nodes running an all-NIC node
-    permutation of other jobs. ``channels``: NCCL channels (rings or trees) per collective; default one per NIC.
-    ``rail_aligned``: inter-node hops stay on one NIC index (NCCL with PXN; default True; always on multi-plane).
-    ``progress(done, total)`` is called after every seed (a job runner reports it and may raise to cancel).
-    """
-    t0 = time.perf_counter()
+    net: Network
+    cols: list[Collective]
+    layout: Layout
+    from_scenario: bool
+    routing: str
+    qps: int
+    seeds: int
+    placement: str
+    fragmentation: float
+    background: float
+    channels: int
+    rail_aligned: bool
+    n_ranks: int
+    job_nodes: int
+
+    def estimate(self) -> SimulationEstimate:
+        return estimate_job(self.net, self.layout, [(c.kind, c.group) for c in self.cols], placement=self.placement,
+                            channels=self.channels, qps=self.qps, routing=self.routing, background=self.background,
+                            job_nodes=self.job_nodes, seeds=self.seeds)
+
+
+def prepare_simulation(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+                       ranks: int | None = None, routing: str | None = None, qps: int | None = None,
+                       placement: str = "packed", seeds: int = 20, *, group: str | None = None,
+                       channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
+                       rail_aligned: bool | None = None, catalog: Catalog | None = None) -> PreparedSimulation:
+    """Parse and check every input of :func:`simulate` (same arguments) and build the job's network shape."""
     s = parse_scenario(scenario, catalog)
     topo = s.topo
     c = s.cluster
@@ -223,6 +237,59 @@ def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
     needs = any(col.group != "all" for col in cols)
     layout, from_scenario = _layout(s, n_ranks, net, needs)
     cols = _parse_traffic(traffic, group, layout)
+    for col in cols:  # what the generator would refuse at the first seed, refused before any seed
+        by = tr.leaf_nodes(net) * net.gpus_per_node
+        size = int(layout.groups(col.group).shape[1]) if col.kind == "cross-leaf" else 0
+        if col.kind == "cross-leaf" and by >= size:
+            raise ScenarioError("ranks", f"cross-leaf traffic needs more than one leaf's worth of ranks ({by}); "
+                                         f"the group has {size}")
+    return PreparedSimulation(net, cols, layout, from_scenario, routing, qps, seeds, placement, fragmentation,
+                              background, channels, rail_aligned, n_ranks, job_nodes_n)
+
+
+def estimate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+             ranks: int | None = None, routing: str | None = None, qps: int | None = None,
+             placement: str = "packed", seeds: int = 20, *, group: str | None = None,
+             channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
+             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
+             progress: Callable[[int, int], None] | None = None) -> SimulationEstimate:
+    """What :func:`simulate` with the same arguments would cost (flows, memory, seconds), without simulating.
+
+    Raises the :class:`ScenarioError` that :func:`simulate` would raise for bad input; ``seed`` and ``progress``
+    are accepted (and ignored) so a caller can pass the same keywords to both.
+    """
+    return prepare_simulation(scenario, traffic, ranks, routing, qps, placement, seeds, group=group,
+                              channels=channels, fragmentation=fragmentation, background=background,
+                              rail_aligned=rail_aligned, catalog=catalog).estimate()
+
+
+def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+             ranks: int | None = None, routing: str | None = None, qps: int | None = None,
+             placement: str = "packed", seeds: int = 20, *, group: str | None = None,
+             channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
+             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Simulate one collective phase (or several concurrent ones) of a job on the scenario's cluster.
+
+    ``traffic``: a kind from :data:`traffic.TRAFFIC`, optionally ``"kind:group"`` (group one of ``all``, ``tp``,
+    ``cp``, ``dp``, ``pp``, ``ep``), or a list of them to run concurrently. ``ranks``: job size in GPUs (default:
+    all). ``routing``: ``ecmp`` | ``ecmp-qp`` | ``adaptive`` | ``pinned`` (default: the scenario's
+    ``cluster.routing``). ``qps``: queue pairs per connection (default: the scenario's for its own routing,
+    else 1, or 4 for ``ecmp-qp``). ``placement``: ``packed`` | ``random`` | ``fragmented`` (``fragmentation`` =
+    fraction of nodes already taken). ``background``: fraction of the other nodes running an all-NIC node
+    permutation of other jobs. ``channels``: NCCL channels (rings or trees) per collective; default one per NIC.
+    ``rail_aligned``: inter-node hops stay on one NIC index (NCCL with PXN; default True; always on multi-plane).
+    ``progress(done, total)`` is called after every seed (a job runner reports it and may raise to cancel).
+    """
+    t0 = time.perf_counter()
+    prepared = prepare_simulation(scenario, traffic, ranks, routing, qps, placement, seeds, group=group,
+                                  channels=channels, fragmentation=fragmentation, background=background,
+                                  rail_aligned=rail_aligned, catalog=catalog)
+    check_simulation(prepared.estimate())  # flows and memory, before the first array is built
+    p = prepared
+    net, cols, layout, from_scenario = p.net, p.cols, p.layout, p.from_scenario
+    routing, qps, seeds, n_ranks, job_nodes_n = p.routing, p.qps, p.seeds, p.n_ranks, p.job_nodes
+    fragmentation, background, channels, rail_aligned = p.fragmentation, p.background, p.channels, p.rail_aligned
     links = bundle_links(net) if routing == "adaptive" else cable_links(net)
     n_ep = net.n_endpoint_links
 

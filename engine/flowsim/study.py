@@ -13,7 +13,8 @@ from typing import Any
 
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
-from engine.flowsim.simulate import simulate
+from engine.flowsim.estimate import SimulationEstimate, check_simulation
+from engine.flowsim.simulate import estimate, simulate
 from engine.schema.types import Scenario
 
 # The comparison planners ask for first: hashed RoCE, RoCE with more queue pairs, adaptive routing.
@@ -65,6 +66,23 @@ def _clean_variants(variants: Sequence[Mapping[str, Any]] | None) -> list[dict[s
     return out
 
 
+def estimate_study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+                   ranks: int | None = None, placement: str = "packed", seeds: int = 20,
+                   variants: Sequence[Mapping[str, Any]] | None = None,
+                   **options: Any) -> list[tuple[str, SimulationEstimate]]:
+    """``(label, estimate)`` of every variant :func:`study` would run with the same arguments, without running it.
+
+    Raises whatever :func:`study` would raise for bad input (the same parser and checks), so a caller that
+    estimates first learns of every problem a run of the study would meet before it starts.
+    """
+    s = parse_scenario(scenario, options.get("catalog"))
+    out = []
+    for v in _clean_variants(variants):
+        kw = {**options, "placement": placement, **{k: val for k, val in v.items() if k != "label"}}
+        out.append((str(v["label"]), estimate(s, traffic, ranks=ranks, seeds=seeds, **kw)))
+    return out
+
+
 def study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
           ranks: int | None = None, placement: str = "packed", seeds: int = 20,
           variants: Sequence[Mapping[str, Any]] | None = None,
@@ -77,6 +95,8 @@ def study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] =
     """
     s = parse_scenario(scenario, options.get("catalog"))
     items = _clean_variants(variants)
+    for _label, cost in estimate_study(s, traffic, ranks, placement, seeds, items, **options):
+        check_simulation(cost)  # every variant within the engine's ceilings before the first one runs
     total = seeds * len(items)
     results = []
     for i, v in enumerate(items):

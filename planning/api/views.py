@@ -15,13 +15,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api.viewsets import ServiceModelViewSet
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability
 from core.api.parsers import SafeFormParser as FormParser
 from core.api.parsers import SafeJSONParser as JSONParser
 from core.api.parsers import SafeMultiPartParser as MultiPartParser
-from accounts.api.viewsets import ServiceModelViewSet
 from planning import selectors, services
 from planning.api.filtersets import (
     CatalogFilterSet,

@@ -20,7 +20,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Capability
-from core.errors import DomainError
+from core.errors import DomainError, ValidationError
+from core.text import parse_id_list
 from planning.models import CapacityPlan, Catalog, Fleet, Workload
 from planning.services.capacity_plans import (
     capacity_plan_create,
@@ -74,6 +75,17 @@ def _save(request: HttpRequest, form: CapacityPlanForm, jobs_fs: Any, *, team: A
     return plan
 
 
+def _check_job_rows(request: HttpRequest) -> None:
+    """Refuse a posted job-row count over the formset's limit before any form is built (a faked 1,000,000 rows
+    otherwise builds and renders 500 forms): a 400 page naming the limit and the way out (#23)."""
+    raw = str(request.POST.get("jobs-TOTAL_FORMS", "0")).strip()
+    limit = int(PlanJobFormSet.max_num or 0)
+    if not raw.isdigit() or len(raw) > 9 or int(raw) > limit:
+        shown = f"{int(raw):,}" if raw.isdigit() and len(raw) <= 9 else "a number that is not a row count"
+        raise ValidationError({"jobs": [f"at most {limit} job rows in the builder, got {shown}; import a demand-plan "
+                                        "CSV (demand_csv) for more jobs"]})
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def capacity_plan_form(request: HttpRequest, pk: int | None = None) -> HttpResponse:
@@ -87,6 +99,7 @@ def capacity_plan_form(request: HttpRequest, pk: int | None = None) -> HttpRespo
     fleets, workloads = _team_objects(team.pk)
     catalogs = _team_catalogs(team.pk)
     if request.method == "POST":
+        _check_job_rows(request)
         form = CapacityPlanForm(request.POST, request.FILES, fleets=fleets.values(), catalogs=catalogs)
         jobs_fs = PlanJobFormSet(request.POST, prefix="jobs", form_kwargs={"workloads": workloads})
         if form.is_valid() and jobs_fs.is_valid():
@@ -106,14 +119,15 @@ def capacity_plan_form(request: HttpRequest, pk: int | None = None) -> HttpRespo
     return render(request, "portal/capacity_plan_form.html", {
         "form": form, "jobs_fs": jobs_fs, "plan": plan, "team": team, "section": "capacity",
         "has_fleets": bool(fleets), "has_workloads": bool(workloads), "latest": latest,
-    })
+    }, status=400 if request.method == "POST" else 200)  # a POST rendered here was refused: errors beside the fields
 
 
-def _ids(raw: str) -> list[int]:
-    parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if not all(p.isdigit() and len(p) < 10 for p in parts):
-        raise Http404("bad id")
-    return [int(p) for p in parts]
+def _ids(raw: str, field: str) -> list[int]:
+    """At most MAX_COMPARED ids, checked on the text before any query (999 ids: a 400 page at once, #23)."""
+    try:
+        return parse_id_list(raw, limit=MAX_COMPARED, what=f"{field} to compare", unique=False)
+    except ValueError as exc:
+        raise ValidationError({field: [str(exc)]}) from None
 
 
 @login_required
@@ -123,9 +137,9 @@ def capacity_compare(request: HttpRequest) -> HttpResponse:
     plans = list(CapacityPlan.objects.for_request(request).order_by("name", "pk"))
     ctx: dict[str, Any] = {"section": "capacity", "plans": plans, "max": MAX_COMPARED, "error": None,
                            "selected_plans": [], "selected_runs": []}
-    plan_ids = _ids(request.GET.get("plans", "")) if request.GET.get("plans") else [
-        int(v) for v in request.GET.getlist("plan") if v.isdigit() and len(v) < 10]
-    run_ids = _ids(request.GET.get("runs", "")) if request.GET.get("runs") else []
+    plan_ids = _ids(request.GET.get("plans", "") if request.GET.get("plans") else ",".join(request.GET.getlist("plan")),
+                    "plans")
+    run_ids = _ids(request.GET.get("runs", ""), "runs") if request.GET.get("runs") else []
     try:
         if run_ids:
             visible = {r.pk: r for r in _runs_for(request).filter(kind=RunKind.FLEET, pk__in=run_ids)}

@@ -19,18 +19,19 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api.viewsets import ServiceModelViewSet
 from accounts.roles import Capability
-from core.errors import NotFound, ValidationError
 from core.api.parsers import SafeFormParser as FormParser
 from core.api.parsers import SafeJSONParser as JSONParser  # NUL and lone surrogates refused (#11)
 from core.api.parsers import SafeMultiPartParser as MultiPartParser
-from accounts.api.viewsets import ServiceModelViewSet
+from core.errors import NotFound, ValidationError
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.models import CapacityPlan, Catalog
 from planning.services import capacity_plans as plan_services
 from simulations import reports
 from simulations.api.filtersets import CapacityPlanFilterSet
-from simulations.api.serializers import SimulationRunSerializer
+from simulations.api.serializers import SimulationRunSerializer, error_responses
+from simulations.api.views import IDEMPOTENCY_PARAM
 from simulations.models import RunStatus, SimulationRun
 from simulations.services.capacity_plans import (
     capacity_plan_replicate,
@@ -182,10 +183,10 @@ class CapacityPlanViewSet(ServiceModelViewSet):
         fmt = (request.query_params.get("fmt") or "csv").lower()
         if fmt not in reports.EXPORT_FORMATS:
             raise ValidationError({"fmt": [f"must be one of {', '.join(reports.EXPORT_FORMATS)}"]})
-        rows = (run.result.get("first") or {}).get("quarters") or []
-        frame = pd.DataFrame([{c: r.get(c) for c in QUARTER_COLUMNS} for r in rows], columns=list(QUARTER_COLUMNS))
+        rows = reports.quarter_rows((run.result.get("first") or {}).get("quarters") or [], QUARTER_COLUMNS)
+        frame = pd.DataFrame(rows, columns=list(QUARTER_COLUMNS))
         meta = {"plan": plan.name, "run": run.pk, "seed": (run.result.get("first") or {}).get("seed"),
-                "engine_version": run.engine_version, "input_hash": run.input_hash}
+                "engine_version": run.engine_version, "input_hash": run.input_hash, **reports.DEFINITIONS}
         body = reports.frame_bytes(frame, fmt=fmt, sheet="Quarters", meta=meta)
         response = HttpResponse(body, content_type=reports.CONTENT_TYPES[fmt])
         response["Content-Disposition"] = f'attachment; filename="capacity-plan-{plan.pk}-run-{run.pk}-quarters.{fmt}"'
@@ -193,19 +194,28 @@ class CapacityPlanViewSet(ServiceModelViewSet):
         return response
 
     @extend_schema(request=CapacityPlanReplicateSerializer,
-                   responses={202: OpenApiResponse(description="the replication sweep: id, URL, child runs")})
+                   responses={202: OpenApiResponse(description="the replication sweep: id, URL, child runs"),
+                              200: OpenApiResponse(description="an identical active replication sweep, or the one "
+                                                               "this Idempotency-Key made (reused: true)"),
+                              # 409: the Idempotency-Key was used for other input; 429: the team's share, Retry-After
+                              **error_responses(400, 401, 403, 404, 409, 429)},
+                   parameters=[IDEMPOTENCY_PARAM])
     @action(detail=True, methods=["post"])
     def replicate(self, request: Request, pk: Any = None) -> Response:
-        """Many replications (up to 1,000) as one chord over the workers; follow ``replications/?sweep=``."""
+        """Many replications (up to 1,000, in at most FP_MAX_SWEEP_RUNS child runs) as one chord over the
+        workers; follow ``replications/?sweep=``."""
         plan = self.get_object()
         ser = CapacityPlanReplicateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
         sweep = capacity_plan_replicate(plan=plan, user=request.user, replications=d["replications"],
-                                        seed=d["seed"], chunk=d["chunk"])
+                                        seed=d["seed"], chunk=d["chunk"],
+                                        idempotency_key=request.headers.get("Idempotency-Key"))
+        reused = bool(getattr(sweep, "reused", False))
         url = request.build_absolute_uri(f"/api/v1/capacity-plans/{plan.pk}/replications/?sweep={sweep.pk}")
-        return Response({"sweep": sweep.pk, "runs": sweep.total_runs, "status": sweep.status, "url": url},
-                        status=status.HTTP_202_ACCEPTED, headers={"Location": url})
+        return Response({"sweep": sweep.pk, "runs": sweep.total_runs, "status": sweep.status, "url": url,
+                         "reused": reused},
+                        status=status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED, headers={"Location": url})
 
     @extend_schema(parameters=[OpenApiParameter("sweep", int, description="default: the latest")],
                    responses={200: OpenApiResponse(description="progress, then P10/P50/P90 over all replications")})

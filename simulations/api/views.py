@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
@@ -15,22 +16,29 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api.viewsets import ServiceModelViewSet
 from accounts.permissions import TeamScopedViewSetMixin
 from accounts.roles import Capability
 from accounts.scoping import require_capability, visible_team_ids
-from accounts.api.viewsets import ServiceModelViewSet
+from core.text import parse_id_list
 from planning import services as planning
 from planning.api.views import ScenarioViewSet
 from planning.models import Scenario
 from simulations import reports, selectors, services
 from simulations.api.filtersets import ReEvaluationFilterSet, ReportFilterSet, RunFilterSet, SweepFilterSet
 from simulations.api.serializers import (
-    CompareResponseSerializer,
+    LOCATION_HEADER,
+    RUN_RESULT,
+    CompareExportSerializer,
+    CompareTableSerializer,
+    LineItemsExportSerializer,
     PreviewRequestSerializer,
     PreviewResponseSerializer,
     ReEvaluationSerializer,
     ReportSerializer,
+    RunNotReadySerializer,
     RunSubmitForScenarioSerializer,
+    RunSubmitResponseSerializer,
     RunSubmitSerializer,
     ScenarioWithStudySerializer,
     SimulationRunDetailSerializer,
@@ -38,6 +46,8 @@ from simulations.api.serializers import (
     SweepForScenarioSerializer,
     SweepSerializer,
     SweepSubmitSerializer,
+    error_responses,
+    export_responses,
 )
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
 from simulations.services.fabric import scenario_fabric_fields
@@ -71,9 +81,28 @@ def submit_sweep_response(request: Request, *, scenario: Scenario, data: Any) ->
     ser.is_valid(raise_exception=True)
     sweep = services.sweep_submit(scenario=scenario, axes=ser.validated_data["axes"], user=request.user,
                                   kind=ser.validated_data["kind"], name=ser.validated_data.get("name", ""),
-                                  params=ser.validated_data.get("params"))
-    body = SweepSerializer(sweep, context={"request": request}).data
-    return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+                                  params=ser.validated_data.get("params"),
+                                  idempotency_key=request.headers.get("Idempotency-Key"))
+    reused = bool(getattr(sweep, "reused", False))
+    body = {**SweepSerializer(sweep, context={"request": request}).data, "reused": reused}
+    code = status.HTTP_200_OK if reused else status.HTTP_202_ACCEPTED
+    return Response(body, status=code, headers={"Location": body["url"]})
+
+
+#: issue #23: sweeps and replication fan-outs are created once per key (and once per identical active input)
+IDEMPOTENCY_PARAM = OpenApiParameter(
+    "Idempotency-Key", str, location=OpenApiParameter.HEADER, required=False,
+    description="a key of yours (1-255 printable ASCII characters): a retried request with the same key answers "
+                "the sweep the first one created (200, reused: true); the same key with other input is a 409")
+#: the answers of a sweep submission
+SWEEP_SUBMIT_RESPONSES: dict[Any, Any] = {
+    202: OpenApiResponse(SweepSerializer, description="queued: follow Location"),
+    200: OpenApiResponse(SweepSerializer, description="an identical active sweep, or the one this Idempotency-Key "
+                                                      "made, answers (reused: true)"),
+    # 409: the Idempotency-Key was used for other input; 429: the team holds its share of the workers
+    # (FP_TEAM_MAX_ACTIVE_RUNS), see Retry-After
+    **error_responses(400, 401, 403, 404, 409, 429),
+}
 
 
 class ScenarioRunViewSet(ScenarioViewSet):
@@ -94,7 +123,11 @@ class ScenarioRunViewSet(ScenarioViewSet):
 
     @extend_schema(
         request=RunSubmitForScenarioSerializer,
-        responses={202: SimulationRunSerializer},
+        responses={202: OpenApiResponse(RunSubmitResponseSerializer, description="queued: follow Location"),
+                   200: OpenApiResponse(RunSubmitResponseSerializer,
+                                        description="an identical run of your team answers (reused: true)"),
+                   **error_responses(400, 401, 403, 404)},
+        parameters=[LOCATION_HEADER],
     )
     @action(detail=True, methods=["post"])
     def run(self, request: Request, pk: Any = None) -> Response:
@@ -102,7 +135,8 @@ class ScenarioRunViewSet(ScenarioViewSet):
 
     @extend_schema(
         request=SweepForScenarioSerializer,
-        responses={202: SweepSerializer},
+        responses=SWEEP_SUBMIT_RESPONSES,
+        parameters=[IDEMPOTENCY_PARAM],
     )
     @action(detail=True, methods=["post"])
     def sweep(self, request: Request, pk: Any = None) -> Response:
@@ -134,7 +168,12 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
             qs = qs.defer("result", "input_snapshot")
         return qs
 
-    @extend_schema(request=RunSubmitSerializer, responses={202: SimulationRunSerializer, 200: SimulationRunSerializer})
+    @extend_schema(request=RunSubmitSerializer,
+                   responses={202: OpenApiResponse(RunSubmitResponseSerializer, description="queued: follow Location"),
+                              200: OpenApiResponse(RunSubmitResponseSerializer,
+                                                   description="an identical run of your team answers (reused: true)"),
+                              **error_responses(400, 401, 403)},
+                   parameters=[LOCATION_HEADER])
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = RunSubmitSerializer(data=request.data, context=self.get_serializer_context())
         ser.is_valid(raise_exception=True)
@@ -147,8 +186,12 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
         run = services.run_cancel(run=self.get_object(), user=request.user)
         return Response(SimulationRunSerializer(run, context={"request": request}).data)
 
-    @extend_schema(responses={200: OpenApiResponse(description="The stored engine result (metrics, breakdowns, "
-                                                                "line items, Monte Carlo, search alternatives)")})
+    @extend_schema(responses={
+        200: OpenApiResponse(RUN_RESULT, description="the stored engine result, typed by the run's kind (metrics, "
+                                                     "breakdowns, line items, Monte Carlo, search alternatives, "
+                                                     "replications)"),
+        409: OpenApiResponse(RunNotReadySerializer, description="the run has not succeeded (yet): no result"),
+        **error_responses(401, 404)})
     @action(detail=True, methods=["get"])
     def result(self, request: Request, pk: Any = None) -> Response:
         run = self.get_object()
@@ -158,7 +201,8 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
         return Response({"run": run.pk, "kind": run.kind, "engine_version": run.engine_version,
                          "input_hash": run.input_hash, "result": run.result})
 
-    @extend_schema(parameters=[FMT_PARAM], responses={200: OpenApiResponse(description="file")})
+    @extend_schema(parameters=[FMT_PARAM],
+                   responses=export_responses(LineItemsExportSerializer, "the cost line items, totals and notes"))
     @action(detail=True, methods=["get"])
     def export(self, request: Request, pk: Any = None) -> HttpResponse:
         """The run's cost line items as CSV, XLSX or JSON (``?fmt=``)."""
@@ -177,7 +221,7 @@ class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.Retriev
     ordering_fields = ("created_at", "finished_at")
     action_capabilities = {"cancel": Capability.PLAN}
 
-    @extend_schema(request=SweepSubmitSerializer, responses={202: SweepSerializer})
+    @extend_schema(request=SweepSubmitSerializer, responses=SWEEP_SUBMIT_RESPONSES, parameters=[IDEMPOTENCY_PARAM])
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ser = SweepSubmitSerializer(data=request.data, context=self.get_serializer_context())
         ser.is_valid(raise_exception=True)
@@ -194,13 +238,13 @@ class SweepViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.Retriev
 def _parse_ids(raw: str | None, field: str) -> list[int]:
     if not raw:
         raise exceptions.ValidationError({field: ["This parameter is required (comma-separated run ids)."]})
-    try:
-        ids = [int(p) for p in raw.split(",") if p.strip()]
-    except ValueError:
-        raise exceptions.ValidationError({field: ["must be comma-separated integers"]}) from None
+    try:  # the count is checked on the text, before any query (999 ids: a fast 400)
+        ids = parse_id_list(raw, limit=reports.MAX_COMPARE_RUNS, what="run ids")
+    except ValueError as exc:
+        raise exceptions.ValidationError({field: [str(exc)]}) from None
     if not ids:
         raise exceptions.ValidationError({field: ["give at least one run id"]})
-    return list(dict.fromkeys(ids))
+    return ids
 
 
 class ReportViewSet(ServiceModelViewSet):
@@ -240,7 +284,11 @@ class ReportViewSet(ServiceModelViewSet):
             OpenApiParameter("fmt", str, enum=list(reports.EXPORT_FORMATS),
                              description="Download instead (needs the export capability)"),
         ],
-        responses=CompareResponseSerializer,
+        responses={200: CompareTableSerializer,
+                   (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="fmt=csv"),
+                   (200, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="fmt=xlsx"),
+                   **error_responses(400, 403)},
     )
     @action(detail=False, methods=["get"])
     def compare(self, request: Request) -> Response | HttpResponse:
@@ -264,7 +312,7 @@ class ReportViewSet(ServiceModelViewSet):
             return file_response(reports.export_compare(runs=runs, baseline=baseline, fmt=fmt, metrics=metrics))
         return Response(reports.compare_runs(runs=runs, baseline=baseline, metrics=metrics))
 
-    @extend_schema(responses=CompareResponseSerializer)
+    @extend_schema(responses=CompareTableSerializer)
     @action(detail=True, methods=["get"])
     def table(self, request: Request, pk: Any = None) -> Response:
         """The saved report's comparison table (as ``compare``)."""
@@ -272,7 +320,7 @@ class ReportViewSet(ServiceModelViewSet):
         return Response(reports.compare_runs(runs=list(report.runs.order_by("pk")), baseline=report.baseline,
                                              metrics=report.metrics or None))
 
-    @extend_schema(parameters=[FMT_PARAM], responses={200: OpenApiResponse(description="file")})
+    @extend_schema(parameters=[FMT_PARAM], responses=export_responses(CompareExportSerializer, "the comparison"))
     @action(detail=True, methods=["get"])
     def export(self, request: Request, pk: Any = None) -> HttpResponse:
         report = self.get_object()

@@ -19,18 +19,22 @@ from core.errors import ValidationError
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.pinned_study import compact_study, describe, routing_source
+from engine.flowsim.estimate import SimulationEstimate, check_simulation
 from engine.flowsim.network import TIERS
 from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS
-from engine.flowsim.study import STANDARD_VARIANTS, study
+from engine.flowsim.study import STANDARD_VARIANTS, estimate_study, study
 from engine.flowsim.traffic import TRAFFIC
+from engine.schema.bounds import check_estimate
 from engine.schema.types import ROUTINGS
+from engine.schema.types import Scenario as EngineScenario
 from planning import services as planning
 from planning.models import Scenario
+from simulations import limits
 from simulations.models import RunKind, RunStatus, SimulationRun
 
 __all__ = [  # the portal reads the option lists from here (views do not import the engine)
     "FABRIC_PARAMS", "JOB_PLACEMENTS", "ROUTINGS", "ROUTING_CHOICES", "TIERS", "TRAFFIC", "clean_fabric_params",
-    "compute_fabric", "fabric_variants", "pinned_study_summary", "scenario_fabric_fields", "scenario_pin_fabric_study",
+    "compute_fabric", "fabric_admit", "fabric_estimate", "fabric_variants", "pinned_study_summary", "scenario_fabric_fields", "scenario_pin_fabric_study",
     "scenarios_pinned_to", "study_section",
 ]
 
@@ -139,6 +143,65 @@ def compute_fabric(document: dict[str, Any], catalog: dict[str, Any] | None, par
         placement=params.get("placement", "packed"), seeds=int(params.get("seeds", DEFAULT_SEEDS)),
         variants=fabric_variants(params, document), progress=progress, catalog=catalog or None, **options,
     )
+
+
+# ------------------------------------------------------------------------ admission (issue #23)
+# The engine's names for a study's inputs, as the run's params (the engine says "ranks", the API "params.ranks").
+ENGINE_FIELDS = {**{name: f"params.{name}" for name in FABRIC_PARAMS}, "group": "params.traffic",
+                 "variants": "params.routing"}
+
+
+def _engine_error(exc: ScenarioError) -> ValidationError:
+    return ValidationError({ENGINE_FIELDS.get(exc.field, exc.field): [exc.message]})
+
+
+def fabric_estimate(document: Mapping[str, Any] | EngineScenario, catalog: Mapping[str, Any] | None,
+                    params: Mapping[str, Any]) -> list[tuple[str, SimulationEstimate]]:
+    """``(variant, estimate)`` of the study ``params`` describe, without simulating: the engine's own checks
+    (ranks that fit the cluster and the layout, placement, fragmentation, traffic groups...) as 400s naming
+    ``params.<field>``, exactly what the run would fail on."""
+    options = {k: params[k] for k in ("fragmentation", "background", "channels", "seed") if k in params}
+    doc = document if isinstance(document, EngineScenario) else dict(document)
+    try:
+        return estimate_study(doc, params.get("traffic", "ring-allreduce"), ranks=params.get("ranks"),
+                              placement=params.get("placement", "packed"),
+                              seeds=int(params.get("seeds", DEFAULT_SEEDS)),
+                              variants=fabric_variants(params, doc if isinstance(doc, dict) else {}),
+                              catalog=dict(catalog) if catalog else None, **options)
+    except ScenarioError as exc:
+        raise _engine_error(exc) from None
+
+
+def fabric_admit(*, document: Mapping[str, Any] | EngineScenario, catalog: Mapping[str, Any] | None,
+                 params: Mapping[str, Any]) -> dict[str, Any]:
+    """Refuse (400 naming the field and the estimate) a study that cannot finish inside one run: flows or memory
+    past the engine's ceilings or ``FP_RUN_MAX_MEMORY_MB``, or time past ``FP_RUN_BUDGET_S``. Returns the
+    estimate (seconds, bytes, flows per seed, variants) of an admitted study."""
+    rows = fabric_estimate(document, catalog, params)
+    seeds = int(params.get("seeds", DEFAULT_SEEDS))
+    seconds = sum(e.seconds for _, e in rows)
+    per_seed = sum(e.seconds_per_seed for _, e in rows)
+    memory = max(e.bytes for _, e in rows)
+    budget, memory_limit = limits.run_budget_s(), limits.run_memory_bytes()
+    shape = (f"{len(rows)} routing variant{'s' if len(rows) > 1 else ''} x {seeds} seeds, "
+             f"{max(e.flows for _, e in rows):,} flows a seed")
+    smaller = ("simulate fewer params.ranks, a smaller group (e.g. \"all-to-all:ep\"), fewer QPs"
+               + (" or one params.routing instead of \"compare\"" if len(rows) > 1 else ""))
+    try:
+        for _label, estimate in rows:
+            check_simulation(estimate)
+        check_estimate(f"memory ({shape})", memory, memory_limit, "params.ranks", "bytes",
+                       f"the run memory limit FP_RUN_MAX_MEMORY_MB; {smaller}")
+        fit = int(budget // per_seed) if per_seed > 0 else seeds
+        if 1 <= fit < seeds:
+            check_estimate(f"fabric simulation ({shape}, about {per_seed:.1f} s a seed)", seconds, budget,
+                           "params.seeds", "s", f"the run budget FP_RUN_BUDGET_S; lower params.seeds to at most {fit}")
+        check_estimate(f"fabric simulation ({shape})", seconds, budget, "params.ranks", "s",
+                       f"the run budget FP_RUN_BUDGET_S; {smaller}")
+    except ScenarioError as exc:
+        raise _engine_error(exc) from None
+    return {"seconds": seconds, "bytes": memory, "flows_per_seed": max(e.flows for _, e in rows),
+            "variants": len(rows)}
 
 
 # ------------------------------------------------------------------------ pinning a scenario to a study

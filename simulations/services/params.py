@@ -53,3 +53,22 @@ def clean_params(kind: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     if "sensitivity" in params:
         out["sensitivity"] = strict_bool(params["sensitivity"], "params.sensitivity")
     return out
+
+
+# What to change when a run of a kind runs out of its time budget: settings that kind has (issue #23: a capacity
+# plan has replications and a horizon, not params.monte_carlo). Run failures quote it after "exceeded its time
+# budget of N s"; submissions are refused earlier, by the same reasoning, from each kind's estimate.
+BUDGET_HINTS: dict[str, str] = {
+    RunKind.PREDICT: 'fix some "auto" settings (parallelism degrees, training.micro_batch)',
+    RunKind.SEARCH: 'fix some parallelism degrees or training.micro_batch instead of "auto", or lower params.top_k',
+    RunKind.TCO: 'fix some "auto" settings, lower params.monte_carlo or turn params.sensitivity off',
+    RunKind.FABRIC: 'lower params.seeds or params.ranks, simulate a smaller group or fewer QPs, or pick one '
+                    'params.routing instead of "compare"',
+    RunKind.FLEET: "lower params.replications (or the plan's replications), set params.search to false, or "
+                   "shorten the plan's horizon_days or its arrival rates",
+}
+
+
+def budget_hint(kind: str) -> str:
+    """The settings of a ``kind`` run that shorten it (for 'exceeded its time budget' messages)."""
+    return BUDGET_HINTS.get(kind, 'fix some "auto" settings')

@@ -1,4 +1,10 @@
-"""Creating and submitting runs: snapshot, input hash, reuse of an identical stored result."""
+"""Creating and submitting runs: snapshot, input hash, reuse of an identical stored result, admission.
+
+Admission (issue #23): a run is queued only when its kind's estimate fits the run budgets (fabric studies:
+:func:`simulations.services.fabric.fabric_admit`; capacity plans: ``capacity_plans.plan_admit``) and its team
+holds fewer than ``FP_TEAM_MAX_ACTIVE_RUNS`` queued or running runs (:func:`admit`, under a lock on the team's
+row, so concurrent submissions of one team cannot both take the last share: 429 with ``Retry-After``).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Team
-from core.errors import ValidationError
+from core.errors import TooManyRequests, ValidationError
 from planning import services as planning
 from planning.models import CatalogVersion, Scenario
+from simulations import limits
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun, Sweep
 from simulations.services import dispatch
+from simulations.services.fabric import fabric_admit
 from simulations.services.hashing import engine_version, input_hash
 from simulations.services.params import check_kind, clean_params
 
@@ -47,7 +55,7 @@ def _snapshot(
     }
 
 
-def run_create(
+def run_build(
     *,
     team: Team,
     user: Any,
@@ -63,33 +71,55 @@ def run_create(
     overrides: Mapping[str, Any] | None = None,
     label: str = "",
     idempotency_key: str | None = None,
+    snapshot_extra: Mapping[str, Any] | None = None,
 ) -> SimulationRun:
-    """Insert a QUEUED run row with its snapshot and hash (not enqueued; see ``enqueue_runs``).
-
-    ``idempotency_key`` is unique among queued/running runs (database constraint): inserting a second active
-    run with the same key raises ``IntegrityError`` (see ``run_submit``)."""
+    """A QUEUED run with its snapshot and hash, not saved (:func:`run_create` saves one; sweeps bulk-insert)."""
     cleaned = clean_params(kind, params)
     snapshot = _snapshot(scenario=scenario, kind=kind, document=document, version=version, values=values,
                          params=cleaned, overrides=overrides)
-    now = timezone.now()
-    return SimulationRun.objects.create(
-        team=team,
-        created_by=user if getattr(user, "pk", None) else None,
-        updated_by=user if getattr(user, "pk", None) else None,
-        scenario=scenario,
-        sweep=sweep,
-        catalog_version=version,
-        kind=kind,
-        trigger=trigger,
-        label=label[:200] or (scenario.name if scenario else ""),
+    snapshot.update(snapshot_extra or {})
+    author = user if getattr(user, "pk", None) else None
+    return SimulationRun(
+        team=team, created_by=author, updated_by=author, scenario=scenario, sweep=sweep, catalog_version=version,
+        kind=kind, trigger=trigger, label=label[:200] or (scenario.name if scenario else ""),
         input_snapshot=snapshot,
         input_hash=input_hash(kind=kind, document=document, catalog=values, params=cleaned),
-        engine_version=engine_version(),
-        params=cleaned,
-        force=force,
-        heartbeat_at=now,
+        engine_version=engine_version(), params=cleaned, force=force, heartbeat_at=timezone.now(),
         idempotency_key=idempotency_key,
     )
+
+
+def run_create(**fields: Any) -> SimulationRun:
+    """Insert a QUEUED run row with its snapshot and hash (not enqueued; see ``enqueue_runs``); the keywords of
+    :func:`run_build`.
+
+    ``idempotency_key`` is unique among queued/running runs (database constraint): inserting a second active
+    run with the same key raises ``IntegrityError`` (see ``run_submit``)."""
+    run = run_build(**fields)
+    run.save(force_insert=True)
+    return run
+
+
+def lock_team(team_id: int) -> None:
+    """Hold the team's row until the surrounding transaction ends: one team's submissions queue behind each other
+    (nothing else writes the row often; other teams are not delayed)."""
+    list(Team.objects.select_for_update().filter(pk=team_id).values_list("pk", flat=True))
+
+
+def admit(*, team_id: int, runs: int) -> None:
+    """The team's share of the workers: refuse (429) ``runs`` more when the team already holds
+    ``FP_TEAM_MAX_ACTIVE_RUNS`` queued or running runs. Call inside the transaction that inserts them: the team's
+    row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL) until it commits, so concurrent submissions of one
+    team are counted one after the other."""
+    limit = limits.team_max_active_runs()
+    lock_team(team_id)
+    active = SimulationRun.objects.filter(team_id=team_id, status__in=ACTIVE_STATUSES).count()
+    if active + runs > limit:
+        raise TooManyRequests(
+            {"detail": [f"your team has {active:,} runs queued or running; {runs:,} more would pass its share of the "
+                        f"workers (FP_TEAM_MAX_ACTIVE_RUNS={limit:,}); retry when some have finished"]},
+            retry_after=limits.admission_retry_after_s(),
+        )
 
 
 def _reusable(*, team_id: int, kind: str, input_hash_: str, version: str) -> SimulationRun | None:
@@ -133,7 +163,9 @@ def run_submit(
     check_kind(kind)
     document, version, values = planning.scenario_resolve(scenario=scenario)
     cleaned = clean_params(kind, params)
-    planning.document_validate(document=document, catalog=values)
+    parsed = planning.document_validate(document=document, catalog=values)
+    if kind == RunKind.FABRIC:  # flows, memory and time within the run budgets, before anything is queued
+        fabric_admit(document=parsed, catalog=values, params=cleaned)
     hash_ = input_hash(kind=kind, document=document, catalog=values, params=cleaned)
     key = idempotency_key(team_id=scenario.team_id, kind=kind, input_hash_=hash_, version=engine_version())
     for _ in range(3):  # a lost race finds the winner on the next pass (or its stored result)
@@ -145,6 +177,13 @@ def run_submit(
             return existing
         try:
             with transaction.atomic():
+                lock_team(scenario.team_id)
+                existing = _active(key)  # committed while this request waited for the team's lock
+                if existing is not None:
+                    existing.reused = True  # type: ignore[attr-defined]
+                    return existing
+                if trigger == RunTrigger.MANUAL:  # beat's re-evaluations are not requests to refuse
+                    admit(team_id=scenario.team_id, runs=1)
                 run = run_create(team=scenario.team, user=user, kind=kind, document=document, version=version,
                                  values=values, scenario=scenario, params=cleaned, force=force, trigger=trigger,
                                  idempotency_key=key)

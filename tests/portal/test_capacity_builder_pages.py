@@ -54,7 +54,7 @@ def test_builder_creates_a_plan_from_fleets_and_workloads(world: dict[str, Any],
     plan.refresh_from_db()
     assert plan.catalog_id == world["x"]["catalog"].pk
     r = client.post(f"/capacity/{plan.pk}/edit/", _post(world, catalog=str(world["y"]["catalog"].pk)))
-    assert r.status_code == 200 and "Select a valid choice" in r.content.decode()
+    assert r.status_code == 400 and "Select a valid choice" in r.content.decode()
     assert {j["name"] for j in plan.document["jobs"]} == {"pretrain", "eval"}
 
 
@@ -63,9 +63,9 @@ def test_builder_errors_are_inline_and_nothing_is_written(world: dict[str, Any],
 
     client = client_for(world["users"]["planner"])
     r = client.post("/capacity/new/", _post(world, **{"jobs-1-gpus": "4096"}))
-    assert r.status_code == 200 and "exceeds the largest cluster" in r.content.decode()
+    assert r.status_code == 400 and "exceeds the largest cluster" in r.content.decode()
     r = client.post("/capacity/new/", _post(world, arrivals="[not json"))
-    assert r.status_code == 200 and "not valid JSON" in r.content.decode()
+    assert r.status_code == 400 and "not valid JSON" in r.content.decode()
     assert not CapacityPlan.objects.filter(name="Built").exists()
 
 
@@ -82,7 +82,7 @@ def test_demand_csv_replaces_jobs_all_or_nothing(world: dict[str, Any], client_f
     bad = b"name,gpus,duration_days\nx,lots,2\n"
     r = client.post("/capacity/new/", {**_post(world, name="Other"),
                                        "demand_csv": SimpleUploadedFile("d.csv", bad, "text/csv")})
-    assert r.status_code == 200 and "line 2" in r.content.decode()
+    assert r.status_code == 400 and "line 2" in r.content.decode()
     assert not CapacityPlan.objects.filter(name="Other").exists()  # the plan is not half-written
 
 

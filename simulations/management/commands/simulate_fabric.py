@@ -18,9 +18,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from engine.catalog import CatalogError
+from engine.flowsim.placement import JOB_PLACEMENTS
 from engine.flowsim.simulate import simulate
 from engine.flowsim.study import study
-from engine.flowsim.placement import JOB_PLACEMENTS
 from engine.schema.types import ROUTINGS
 from simulations.management.commands._documents import read_document
 

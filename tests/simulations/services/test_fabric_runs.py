@@ -112,9 +112,19 @@ def test_bad_options_are_400_naming_the_field(world: dict[str, Any], api_client_
     assert SimulationRun.objects.count() == 0
 
 
-def test_engine_refusal_fails_the_run_naming_the_field(world: dict[str, Any]) -> None:
+def test_engine_refusal_fails_the_run_naming_the_field(world: dict[str, Any], monkeypatch: Any) -> None:
+    """Refused at submit time (issue #23: nothing queued); a run that got past admission (e.g. queued before it
+    existed) still fails at run time naming the field."""
+    from core.errors import ValidationError
     from simulations import services
+    from simulations.models import SimulationRun
 
+    before = SimulationRun.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="fabric",
+                            params={"ranks": 4096, "seeds": 1})
+    assert "params.ranks" in refused.value.detail and SimulationRun.objects.count() == before
+    monkeypatch.setattr("simulations.services.runs.fabric_admit", lambda **kwargs: {})
     run = services.run_submit(scenario=world["x"]["scenario"], user=world["users"]["planner"], kind="fabric",
                               params={"ranks": 4096, "seeds": 1})
     done = _execute(run.pk)
