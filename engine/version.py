@@ -21,6 +21,10 @@ FINGERPRINTED_SUFFIXES = (".py", ".json", ".csv")
 ENGINE_RELEASES: dict[str, str] = {
     # 1.0.0 ran from the first engine to the move to engine/ (issue #21); it predates fingerprints
     "1.0.0": "",
+    # 2.0.0: the engine house (issue #21) and the first numbers of issue #22 - results move: fabric sizing with
+    # whole-node leaves, DP placement, framework releases, NVFP4/MXFP8, overlap window, stragglers, error bands,
+    # None figures for layouts that do not fit
+    "2.0.0": "23772d09b30dd249e686d13c6dc8e4b74c37df95a8d54520963f58d1f580bbef",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 
