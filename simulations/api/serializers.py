@@ -485,12 +485,14 @@ def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
 
 def export_responses(json_body: Any, what: str) -> dict[Any, Any]:
     """A download in the three formats (``fmt``), typed per media type, and its errors."""
+    # JSON first: a schema checker that validates a JSON body against the first media type of a response reads
+    # the JSON schema; CSV and XLSX bodies are not JSON and are checked by content type only
     return {
-        (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=f"{what}: CSV (UTF-8), XLSX or JSON by fmt; "
-                                                                         "money in exact cents"),
+        (200, "application/json"): OpenApiResponse(json_body, description=f"{what}: JSON, CSV (UTF-8) or XLSX by "
+                                                                           "fmt; money in exact cents"),
+        (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
         (200, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"): OpenApiResponse(
             OpenApiTypes.BINARY),
-        (200, "application/json"): OpenApiResponse(json_body),
         **error_responses(400, 403, 404),
     }
 
