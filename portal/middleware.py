@@ -15,7 +15,7 @@ from django.shortcuts import render
 
 from core import errors
 
-STATUS = {errors.Conflict: 409, errors.PayloadTooLarge: 413}
+STATUS = {errors.Conflict: 409, errors.PayloadTooLarge: 413, errors.TooManyRequests: 429}
 
 
 class DomainErrorMiddleware:

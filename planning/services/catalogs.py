@@ -17,7 +17,7 @@ from django.utils import timezone
 from accounts.models import Membership, Team
 from accounts.roles import Capability, role_allows
 from core.errors import Conflict, PermissionDenied, ValidationError
-from core.text import find_bad_text
+from core.text import JSONTextError, find_bad_text, loads_json
 from engine.catalog import default_catalog
 from planning import changelog
 from planning.models import CATALOG_KINDS, Catalog, CatalogItem, CatalogVersion, ObjectChange
@@ -134,8 +134,8 @@ def _clean_item(data: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
     specs = data.get("specs") or {}
     if isinstance(specs, str):
         try:
-            specs = json.loads(specs) if specs.strip() else {}
-        except json.JSONDecodeError:
+            specs = loads_json(specs) if specs.strip() else {}
+        except (json.JSONDecodeError, JSONTextError):
             errors[prefix + "specs"] = ["must be a JSON object"]
             specs = {}
     if not isinstance(specs, dict):

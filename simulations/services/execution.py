@@ -52,6 +52,7 @@ from simulations.services.fabric import compute_fabric
 from simulations.services.fleet import compute_fleet
 from simulations.services.hashing import jsonable
 from simulations.services.leases import Heartbeat, heartbeat_for, lease_lapsed, record_event
+from simulations.services.params import budget_hint
 from simulations.services.reevaluation import reevaluation_complete
 from simulations.services.sweeps import sweep_refresh
 
@@ -239,7 +240,7 @@ def _execute_claimed(run: SimulationRun, token: str, beat: Heartbeat) -> None:
     except (RunAborted, Cancelled):
         logger.info("run %s was cancelled or taken over; stopping", run_id)
     except BudgetExceeded as exc:
-        finish(status=RunStatus.FAILED, error=f"{exc}; fix some \"auto\" settings or lower params.monte_carlo",
+        finish(status=RunStatus.FAILED, error=f"{exc}; {budget_hint(run.kind)}",
                error_field="budget", progress=100, progress_message="failed")
     except TransientError:
         beat.stop()
