@@ -24,7 +24,7 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.0.0: the engine house (issue #21) and the first numbers of issue #22 - results move: fabric sizing with
     # whole-node leaves, DP placement, framework releases, NVFP4/MXFP8, overlap window, stragglers, error bands,
     # None figures for layouts that do not fit
-    "2.0.0": "23772d09b30dd249e686d13c6dc8e4b74c37df95a8d54520963f58d1f580bbef",
+    "2.0.0": "5f33190cb2d8f3a0452966058c08a8296997241287651eb5b9b7034084de05ad",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -26,7 +26,7 @@ from engine.fleet.runtime import (
     job_options,
     make_option,
 )
-from engine.fleet.scheduler import Fleet
+from engine.fleet.scheduler import ScheduledFleet
 from engine.fleet.sim import Job
 
 Progress = Callable[[int, int], None]
@@ -111,7 +111,7 @@ def simulate_prepared(prep: Prepared, seed: int = 0) -> dict[str, Any]:
     spec = [(c.spec.gpus, c.gpus_per_node, max(1, c.spec.pod_gpus // c.gpus_per_node),
              -(-c.reserved_gpus // c.gpus_per_node), c.in_service_day, c.retire_day) for c in prep.clusters]
     fifo = p.policy.name == "fifo"  # priority and backfill order the queue by priority, then submit time
-    sim = Fleet(float(p.horizon_days), spec, p.policy.name, p.policy.preemption, p.policy.backfill_depth,
+    sim = ScheduledFleet(float(p.horizon_days), spec, p.policy.name, p.policy.preemption, p.policy.backfill_depth,
                 p.failures.repair_days if p.failures.enabled else 0.0, prep.option_for)
     unschedulable = 0
     seen: dict[str, int] = {}

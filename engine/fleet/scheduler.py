@@ -35,7 +35,7 @@ from engine.fleet.sim import (
 from engine.schema.bounds import WorkLimitError
 
 
-class Fleet(Sim):
+class ScheduledFleet(Sim):
     def run(self) -> None:
         for c, (t_in, t_out) in enumerate(self.spans):
             self.push(t_in, UP, c)
