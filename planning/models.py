@@ -16,13 +16,13 @@ from django.db.models import Q
 from accounts.models import Team
 from accounts.scoping import AuditedModel, TeamOwnedModel
 from accounts.visibility import TeamQuerySet
-from engine.schema.types import FABRICS, TOPOLOGIES
+from engine.schema.enums import Fabric, TopologyKind
 
 CATALOG_KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 CATALOG_KIND_CHOICES = [(k, k) for k in CATALOG_KINDS]
-# One definition of each enum: the engine's scenario model (what a cluster can be). Not copied here.
-FABRIC_CHOICES = [(f, f) for f in FABRICS]
-TOPOLOGY_CHOICES = [(t, t) for t in TOPOLOGIES]
+# One definition of each enum, with its labels: the engine's (what a cluster can be). Not copied here.
+FABRIC_CHOICES = Fabric.choices()
+TOPOLOGY_CHOICES = TopologyKind.choices()
 
 
 # --- Catalogs ------------------------------------------------------------------------------------------
