@@ -46,7 +46,8 @@ def test_calibration_page_upload_fit_and_charts(live_server: Any, browser: Any, 
     scenario = {k: run["scenario"][k] for k in ("model", "training", "parallelism")}
     page.fill("textarea[name=scenario]", json.dumps({**scenario, "cluster": {"gpus": 32}}))
     page.click("#upload-form button[type=submit]")
-    page.wait_for_function("document.querySelectorAll('#uploads tr[data-status=ready]').length === 2", timeout=60_000)
+    # the second import job ran (a selector, not an evaluated string: the portal's CSP forbids eval)
+    page.wait_for_selector("#uploads tr[data-status=ready] >> nth=1", timeout=60_000)
     page.click("button:has-text('Fit profile v1')")
     page.wait_for_selector("#fitted-collectives", timeout=60_000)  # the fit job ended; the page reloaded
     wait_js(page, "window.fpCharts && window.fpCharts['chart-nccl-0'] && window.fpCharts['chart-steps']")
