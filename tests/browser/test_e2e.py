@@ -110,10 +110,14 @@ def test_plan_sweep_compare_export(live_server: Any, browser: Any, make_user: An
     header = rows[0]
     assert header[0] == "metric"
     assert sum(1 for h in header if h.startswith("#")) == 6 and any("(baseline)" in h for h in header)
-    assert sum(1 for h in header if h.startswith("Δ% ")) == 5
+    # each of the 5 other runs: its change in the metric's unit and as % or percentage points (issue #24)
+    assert sum(1 for h in header if h.startswith("Δ ")) == 5
+    assert sum(1 for h in header if h.startswith("change ")) == 5
     metrics = {r[0]: r for r in rows[1:]}
     assert "tco.run_cost_usd" in metrics and "performance.mfu" in metrics
-    assert all(float(v) > 0 for v in metrics["tco.run_cost_usd"][1:2])
+    baseline_col = next(i for i, h in enumerate(header) if "(baseline)" in h)
+    assert float(metrics["tco.run_cost_usd"][baseline_col]) > 0
+    assert metrics["performance.mfu"][header.index("change_in")] == "pt"  # shares change in points
 
     # --- printable view ----------------------------------------------------------------------------------
     page.click("#printable")
