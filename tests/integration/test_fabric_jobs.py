@@ -70,8 +70,12 @@ def test_fabric_study_end_to_end_on_a_worker(setup, celery_worker_factory, api_c
 
 
 def test_cancelling_a_running_study_stops_the_worker(setup, celery_worker_factory, api_client_for,
-                                                     purge_broker) -> None:
+                                                     purge_broker, settings) -> None:
     from simulations.models import SimulationRun
+
+    # a study long enough to cancel mid-run: 100 seeds of a 4K-GPU permutation, more than the default run budget's
+    # admission estimate allows (issue #23 refuses it at submit); this web process admits it under a longer budget
+    settings.FP_RUN_BUDGET_S = 3600.0
 
     worker = celery_worker_factory(queues="default,simulations")
     client = api_client_for(setup["user"])
