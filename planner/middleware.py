@@ -65,12 +65,17 @@ class WorkBudgetMiddleware:
         if not isinstance(exception, BudgetExceeded):
             return None
         message = f"{exception}; narrow the request (fix some \"auto\" settings) or submit it as a run"
-        if request.path.startswith("/api/") or "json" in request.headers.get("Accept", ""):
-            response: HttpResponse = JsonResponse({"errors": {"detail": [message]}, "status": 503}, status=503)
-        else:
-            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = "30"
-        return response
+        return service_unavailable(request, message, retry_after_s=30)
+
+
+def service_unavailable(request: HttpRequest, message: str, *, retry_after_s: int) -> HttpResponse:
+    """503 with ``Retry-After``: the API's error body for API / JSON clients, plain text for a page."""
+    if request.path.startswith("/api/") or "json" in request.headers.get("Accept", ""):
+        response: HttpResponse = JsonResponse({"errors": {"detail": [message]}, "status": 503}, status=503)
+    else:
+        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(retry_after_s)
+    return response
 
 
 # ------------------------------------------------------------------------- a dropped connection (issue #23)
@@ -90,13 +95,7 @@ def _close_connections() -> bool:
 
 
 def _unavailable(request: HttpRequest) -> HttpResponse:
-    message = "the database connection was lost; try again"
-    if request.path.startswith("/api/") or "json" in request.headers.get("Accept", ""):
-        response: HttpResponse = JsonResponse({"errors": {"detail": [message]}, "status": 503}, status=503)
-    else:
-        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
-    response["Retry-After"] = "5"
-    return response
+    return service_unavailable(request, "the database connection was lost; try again", retry_after_s=5)
 
 
 def _note_drop(sender: object, request: HttpRequest | None = None, **kwargs: object) -> None:
