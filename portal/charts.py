@@ -13,7 +13,7 @@ from typing import Any
 from django.http import HttpResponse
 
 from engine.schema.enums import Fabric
-from portal.panels import result_fits
+from portal.panels import performance_of, result_fits
 from simulations import metrics as registry
 from simulations import reports
 from simulations.metrics import dig
@@ -34,14 +34,6 @@ def _f(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     return float(v)
-
-
-def performance_of(result: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The performance section of a TCO result, or the result itself for predict/search runs."""
-    if not result:
-        return {}
-    perf = result.get("performance")
-    return perf if isinstance(perf, Mapping) else result
 
 
 def metric(result: Mapping[str, Any] | None, path: str) -> float | None:
