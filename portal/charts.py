@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.http import HttpResponse
-
 from engine.schema.enums import Fabric
 from portal.panels import performance_of, result_fits
 from simulations import metrics as registry
@@ -275,15 +273,7 @@ def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
     return charts
 
 
-# --- exports / re-evaluations ----------------------------------------------------------------------------
-def export_response(reports: Any, *, runs: Sequence[Any], baseline: Any, fmt: str) -> HttpResponse:
-    body, content_type, filename = reports.export_compare(runs=list(runs), baseline=baseline, fmt=fmt,
-                                                          name="comparison-" + "-".join(str(r.pk) for r in runs[:10]))
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
+# --- re-evaluations --------------------------------------------------------------------------------------
 # A re-evaluation shows the headline metrics that moved first (either path of each), then the largest other moves.
 REEVAL_HEADLINES = [(p, m.label, m.format) for m in registry.HEADLINE for p in m.paths]
 
