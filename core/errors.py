@@ -21,8 +21,12 @@ class DomainError(Exception):
     code = "invalid"
     default_message = "Invalid input."
 
-    def __init__(self, detail: str | Sequence[Any] | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, detail: str | Sequence[Any] | Mapping[str, Any] | None = None, *,
+                 codes: Mapping[str, str] | None = None) -> None:
         self.detail: Any = self.default_message if detail is None else detail
+        #: machine codes of some fields' errors (``{dotted.field: code}``), e.g. an engine ScenarioError's
+        #: ``no_layout``; a field without one answers ``invalid``
+        self.codes: dict[str, str] = dict(codes or {})
         super().__init__(self.detail)
 
     @property
@@ -79,9 +83,16 @@ class TooManyRequests(DomainError):
         self.retry_after = int(retry_after)
 
 
-def field_error(field: str, message: str) -> ValidationError:
-    """``ValidationError({field: [message]})``."""
-    return ValidationError({field: [message]})
+def field_error(field: str, message: str, code: str | None = None) -> ValidationError:
+    """``ValidationError({field: [message]})``, with the field's machine code when given."""
+    return ValidationError({field: [message]}, codes={field: code} if code else None)
+
+
+def engine_error(exc: Exception, field: str | None = None) -> ValidationError:
+    """An engine error (``ScenarioError``/``CatalogError``: ``field``, ``message``, ``code``) as a 400 naming
+    ``field`` (default: the error's own) and keeping the engine's machine code."""
+    name = field if field is not None else str(getattr(exc, "field", "") or "detail")
+    return field_error(name, str(getattr(exc, "message", exc)), getattr(exc, "code", None))
 
 
 def flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:

@@ -25,6 +25,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # whole-node leaves, DP placement, framework releases, NVFP4/MXFP8, overlap window, stragglers, error bands,
     # None figures for layouts that do not fit
     "2.0.0": "5f33190cb2d8f3a0452966058c08a8296997241287651eb5b9b7034084de05ad",
+    # 2.1.0: error bands fitted on honest leave-one-source-out residuals (every row-derived constant refit without
+    # the held-out source), the error on differences for comparisons, engine types renamed (ScenarioSpec,
+    # CatalogItems), awkward-size advice (issue #24)
+    "2.1.0": "e3e56701be1b3c3834793d157797727504ce361eb750712a25fbbdb297015184",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.schema.enums import Fabric
-from portal.panels import performance_of, result_fits
 from simulations import metrics as registry
 from simulations import reports
 from simulations.metrics import dig
+from simulations.results import performance_of, result_fits
 
 CATEGORY_LABELS = {
     "gpu_servers": "GPU servers", "network": "Network", "power": "Power", "facility": "Facility",

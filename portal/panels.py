@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.schema.enums import Fabric, Routing
+from simulations.results import performance_of, result_fits
 
 #: words a failed run's error uses when the engine refused it for memory (tco refuses non-fitting runs)
 NOT_FIT_WORDS = ("does not fit", "doesn't fit", "out of memory", "exceeds the gpu memory", "exceeds gpu memory")
@@ -20,20 +21,6 @@ def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def performance_of(result: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The performance section of a TCO result, or the result itself for predict/search runs."""
-    if not isinstance(result, Mapping):
-        return {}
-    perf = result.get("performance")
-    return perf if isinstance(perf, Mapping) else result
-
-
-def result_fits(result: Mapping[str, Any] | None) -> bool | None:
-    """``False`` when the stored result says it does not fit in GPU memory, ``True`` when it fits, else None."""
-    fits = performance_of(result).get("fits")
-    return fits if isinstance(fits, bool) else None
 
 
 GIB_IN_GB = 2.0**30 / 1e9  # datasheet HBM sizes are binary: an "80 GB" H100 holds 80 GiB = 85.9 GB

@@ -2,9 +2,11 @@
 
 Shape (documented in docs/api.md and the OpenAPI description)::
 
-    {"errors": {"<field or 'detail'>": ["message", ...]}, "status": 400}
+    {"errors": {"<field or 'detail'>": ["message", ...]}, "codes": {"<field>": ["code", ...]}, "status": 400}
 
-Nested serializer errors are flattened to dotted paths (``cluster.gpus``); list errors use indices
+``codes`` (400 and 409 only) runs beside ``errors``: one machine code per message, so a client decides by code,
+never by wording — DRF's own (``required``, ``max_value``, ``invalid``...) and the engine's
+(``ScenarioError.code``: ``no_layout``, ``out_of_range``... see ``engine/errors.py``). Nested serializer errors are flattened to dotted paths (``cluster.gpus``); list errors use indices
 (``axes.0.values``). Unexpected exceptions are logged and become a 500 with the same shape, so clients
 never have to parse HTML.
 """
@@ -21,6 +23,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
+from rest_framework.exceptions import ErrorDetail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -33,6 +36,14 @@ logger = logging.getLogger(__name__)
 
 def error_response(errors: dict[str, list[str]], code: int) -> Response:
     return Response({"errors": errors, "status": code}, status=code)
+
+
+def coded_detail(detail: Any, codes: dict[str, str]) -> Any:
+    """``detail`` with each message of a field in ``codes`` carrying that machine code (DRF ``ErrorDetail``)."""
+    if not codes:
+        return detail
+    return {field: [ErrorDetail(m, code=codes.get(field, "invalid")) for m in messages]
+            for field, messages in flatten_errors(detail).items()}
 
 
 class EngineBudgetExceeded(exceptions.APIException):
@@ -63,10 +74,10 @@ def translate_domain_error(exc: domain.DomainError) -> exceptions.APIException:
     if isinstance(exc, domain.PayloadTooLarge):
         return PayloadTooLarge(exc.message)
     if isinstance(exc, domain.Conflict):
-        return Conflict(exc.detail)
+        return Conflict(coded_detail(exc.detail, exc.codes))
     if isinstance(exc, domain.TooManyRequests):
         return exceptions.Throttled(wait=exc.retry_after, detail=exc.message)
-    return exceptions.ValidationError(exc.detail)
+    return exceptions.ValidationError(coded_detail(exc.detail, exc.codes))
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -113,7 +124,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, ValueError) and hasattr(exc, "field"):
         # Engine errors (ScenarioError / CatalogError) carry the offending field.
-        exc = exceptions.ValidationError({str(exc.field): [str(getattr(exc, "message", exc))]})
+        exc = exceptions.ValidationError({str(exc.field): [
+            ErrorDetail(str(getattr(exc, "message", exc)), code=str(getattr(exc, "code", None) or "invalid"))]})
 
     response = drf_exception_handler(exc, context)
     if response is None:
@@ -126,7 +138,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         errors = {"detail": [str(data["detail"])]}
     else:
         errors = flatten_errors(data)
-    response.data = {"errors": errors, "status": response.status_code}
+    body: dict[str, Any] = {"errors": errors}
+    if isinstance(exc, exceptions.ValidationError):
+        body["codes"] = _codes_like(errors, flatten_errors(exc.get_codes()))
+    body["status"] = response.status_code
+    response.data = body
     if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
         response["Retry-After"] = "30"
     return response
+
+
+def _codes_like(errors: dict[str, list[str]], codes: dict[str, list[str]]) -> dict[str, list[str]]:
+    """One code per message of ``errors`` (``invalid`` where DRF gave none, e.g. a plain string detail)."""
+    out = {}
+    for field, messages in errors.items():
+        given = codes.get(field, [])
+        out[field] = [given[i] if i < len(given) else "invalid" for i in range(len(messages))]
+    return out

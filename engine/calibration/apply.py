@@ -12,24 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.performance.api import predict, search
 from engine.performance.calibrated import overlay_for
 from engine.performance.result import Result, SearchResult
 from engine.schema.calibration import Profile
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 
-def predict_calibrated(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
-                       catalog: Catalog | None = None, *, borrow: bool = False) -> Result:
+def predict_calibrated(scenario: Mapping[str, Any] | ScenarioSpec, profile: Profile | Mapping[str, Any],
+                       catalog: CatalogItems | None = None, *, borrow: bool = False) -> Result:
     """:func:`predict` with ``profile`` applied (a :class:`Profile` or its ``to_dict()``)."""
     s = parse_scenario(scenario, catalog)
     return predict(s, catalog, calibration=overlay_for(s, profile, catalog, borrow=borrow))
 
 
-def search_calibrated(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any], top_k: int = 5,
-                      catalog: Catalog | None = None, *, borrow: bool = False) -> SearchResult:
+def search_calibrated(scenario: Mapping[str, Any] | ScenarioSpec, profile: Profile | Mapping[str, Any], top_k: int = 5,
+                      catalog: CatalogItems | None = None, *, borrow: bool = False) -> SearchResult:
     """:func:`search` with ``profile`` applied; the residual factor scales the winner and every alternative."""
     s = parse_scenario(scenario, catalog)
     return search(s, top_k, catalog, calibration=overlay_for(s, profile, catalog, borrow=borrow))

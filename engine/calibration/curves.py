@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.collectives.p2p import p2p_time
@@ -45,7 +45,7 @@ _PROBE_MODEL = {"name": "calibration-probe", "layers": 2, "hidden": 1024, "heads
                 "seq_len": 2048}
 
 
-def fleet_context(cluster: Mapping[str, Any], catalog: Catalog | None = None, min_gpus: int = 1) -> Context:
+def fleet_context(cluster: Mapping[str, Any], catalog: CatalogItems | None = None, min_gpus: int = 1) -> Context:
     """The engine's Context for ``cluster`` (a scenario ``cluster`` section), with at least ``min_gpus`` GPUs."""
     cl = dict(cluster)
     gpus = int(cl.get("gpus", min_gpus))

@@ -38,7 +38,7 @@ from engine.calibration.curves import (
     scope_of,
 )
 from engine.calibration.runs import RunModel
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.performance.calibrated import precision_key
 from engine.schema.calibration import Profile
 from engine.units import Arr
@@ -79,7 +79,7 @@ def _source_label(data: Mapping[str, Any], i: int) -> str:
 
 
 def fit_collectives(cluster: Mapping[str, Any], nccl: Sequence[Mapping[str, Any]],
-                    catalog: Catalog | None = None) -> list[dict[str, Any]]:
+                    catalog: CatalogItems | None = None) -> list[dict[str, Any]]:
     """Stage 1: one entry per (collective, scope) with the fitted parameters, sigmas and plot curves."""
     gpn = int(cluster.get("gpus_per_node", 8))
     groups: dict[tuple[str, str], list[tuple[int, Mapping[str, Any], int]]] = {}
@@ -197,7 +197,7 @@ def _run_inputs(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[st
 
 
 def fit_profile(fleet: Mapping[str, Any], nccl: Sequence[Mapping[str, Any]] = (),
-                runs: Sequence[Mapping[str, Any]] = (), *, name: str = "", catalog: Catalog | None = None,
+                runs: Sequence[Mapping[str, Any]] = (), *, name: str = "", catalog: CatalogItems | None = None,
                 fit_residual: bool | None = None) -> Profile:
     """Fit a fleet's calibration profile.
 

@@ -19,7 +19,7 @@ from typing import Any
 from engine.calibration.fit import fit_profile
 from engine.calibration.nccl import parse_nccl_tests
 from engine.calibration.steplog import parse_step_log
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.schema.calibration import Profile
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -70,6 +70,6 @@ def load_manifest(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     return doc["fleet"], nccl, runs
 
 
-def fit_manifest(path: str | Path, *, name: str = "", catalog: Catalog | None = None) -> Profile:
+def fit_manifest(path: str | Path, *, name: str = "", catalog: CatalogItems | None = None) -> Profile:
     fleet, nccl, runs = load_manifest(path)
     return fit_profile(fleet, nccl, runs, name=name or Path(path).parent.name, catalog=catalog)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.performance.api import candidate_layouts, rank_layouts
 from engine.performance.calibrated import CONTEXT_FIELDS, apply_profile
@@ -17,7 +17,7 @@ from engine.performance.context import Context, Layouts, make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate
 from engine.schema.calibration import Profile
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 
 def best_layout(ctx: Context, lay: Layouts) -> int:
@@ -36,7 +36,7 @@ class RunModel:
     """A run's scenario with its layout pinned (a measured run had one layout: settings left "auto" are
     pinned to the layout the network-calibrated model picks, and the run says so)."""
 
-    def __init__(self, run_id: str, doc: Mapping[str, Any] | Scenario, catalog: Catalog | None,
+    def __init__(self, run_id: str, doc: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None,
                  network: Profile | None) -> None:
         self.run_id = run_id
         self.s = parse_scenario(doc, catalog)

@@ -31,7 +31,7 @@ from typing import Any
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 CatalogItem = dict[str, Any]
-Catalog = Mapping[str, CatalogItem]
+CatalogItems = Mapping[str, CatalogItem]
 
 KINDS = ("gpu", "server", "nic", "switch", "transceiver", "cable", "facility", "reliability")
 
@@ -74,14 +74,14 @@ def _default_of_kind(kind: str) -> dict[str, CatalogItem]:
     return {k: v for k, v in _default().items() if v.get("kind") == kind}
 
 
-def items_of_kind(kind: str, catalog: Catalog | None = None) -> dict[str, CatalogItem]:
+def items_of_kind(kind: str, catalog: CatalogItems | None = None) -> dict[str, CatalogItem]:
     """Items of ``kind`` (a new dict; the default catalog's per-kind index is built once)."""
     if catalog is None:
         return dict(_default_of_kind(kind))
     return {k: v for k, v in catalog.items() if v.get("kind") == kind}
 
 
-def get_item(key: str, kind: str, field: str, catalog: Catalog | None = None) -> CatalogItem:
+def get_item(key: str, kind: str, field: str, catalog: CatalogItems | None = None) -> CatalogItem:
     """Look up ``key`` of ``kind``; raise CatalogError naming ``field`` when absent."""
     cat = catalog if catalog is not None else _default()
     item = cat.get(key)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog, CatalogError, CatalogItem, get_item, items_of_kind
+from engine.catalog import CatalogError, CatalogItem, CatalogItems, get_item, items_of_kind
 from engine.cost.goodput import (
     ReliabilityModel,
     goodput_arrays,
@@ -28,7 +28,7 @@ from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan, plan_for
 from engine.performance.api import predict
 from engine.performance.result import Result
-from engine.schema.types import CostParams, FloatLike, Scenario, scenario_to_dict
+from engine.schema.types import CostParams, FloatLike, ScenarioSpec, scenario_to_dict
 
 HOURS_PER_YEAR = 8760.0
 CATEGORIES = ("gpu_servers", "network", "power", "facility", "maintenance", "storage", "staff")
@@ -65,11 +65,11 @@ class PerfPoint:
         return sum(self.rate_by_component.values())
 
 
-def _predict(s: Scenario, catalog: Catalog | None) -> dict[str, Any]:
+def _predict(s: ScenarioSpec, catalog: CatalogItems | None) -> dict[str, Any]:
     return dict(predict(s, catalog).to_dict())
 
 
-def _no_server_message(s: Scenario, catalog: Catalog | None) -> str:
+def _no_server_message(s: ScenarioSpec, catalog: CatalogItems | None) -> str:
     gpn, gpu = s.cluster.gpus_per_node, s.cluster.gpu
     servers = items_of_kind("server", catalog).values()
     same_gpu = sorted(f"{v['key']} ({(v.get('specs') or {}).get('gpus_per_server')} GPUs)" for v in servers
@@ -82,10 +82,10 @@ def _no_server_message(s: Scenario, catalog: Catalog | None) -> str:
     return f"cannot price: no server in the catalog holds {gpn} x {gpu} ({hint}); set costs.server"
 
 
-def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
+def perf_point(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None,
                params: CostParams | None = None, *, performance: Result | None = None) -> PerfPoint:
     """Predict performance and size the fabric of a scenario (a document is parsed first: same checks; a parsed
-    Scenario is used as is).
+    ScenarioSpec is used as is).
 
     ``performance``: :func:`engine.performance.api.predict`'s result for this scenario and catalog, when the
     caller already has it (the performance model then does not run again).
@@ -98,7 +98,7 @@ def perf_point(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None =
     return _perf_point(s, catalog, performance_dict)
 
 
-def _perf_point(s: Scenario, catalog: Catalog | None, performance: dict[str, Any]) -> PerfPoint:
+def _perf_point(s: ScenarioSpec, catalog: CatalogItems | None, performance: dict[str, Any]) -> PerfPoint:
     """The :class:`PerfPoint` of a parsed scenario whose ``performance`` (a ``Result.to_dict()``) is known."""
     if not performance.get("fits", True):
         raise ScenarioError(
@@ -196,7 +196,7 @@ def _src(item: CatalogItem, params: CostParams) -> str:
     return str(item.get("source", ""))
 
 
-def build_lines(point: PerfPoint, params: CostParams, catalog: Catalog | None = None) -> list[Line]:
+def build_lines(point: PerfPoint, params: CostParams, catalog: CatalogItems | None = None) -> list[Line]:
     """Capex and annual opex line items of one configuration (numbers may be arrays).
 
     ``group`` splits every line three ways for the shares: ``network`` (cluster-level interconnect: switches,
@@ -290,7 +290,7 @@ def goodput_for(point: PerfPoint, params: CostParams) -> dict[str, FloatLike]:
                           g.get("checkpoint_interval_min"))
 
 
-def cost_lines(point: PerfPoint, params: CostParams, catalog: Catalog | None = None
+def cost_lines(point: PerfPoint, params: CostParams, catalog: CatalogItems | None = None
              ) -> tuple[list[Line], dict[str, FloatLike], dict[str, FloatLike]]:
     """(line items, tco summary, goodput) for one configuration; numbers broadcast over sample arrays."""
     lines = build_lines(point, params, catalog)

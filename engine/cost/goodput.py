@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.catalog import Catalog, CatalogError, items_of_kind
+from engine.catalog import CatalogError, CatalogItems, items_of_kind
 from engine.schema.types import FloatLike
 
 COMPONENT_UNITS = {
@@ -50,7 +50,7 @@ class ReliabilityModel:
     sources: dict[str, str]
 
 
-def load_reliability(catalog: Catalog | None = None) -> ReliabilityModel:
+def load_reliability(catalog: CatalogItems | None = None) -> ReliabilityModel:
     """Read the ``reliability`` items of the catalog."""
     rates: dict[str, float] = {}
     per: dict[str, str] = {}
@@ -185,7 +185,7 @@ class GoodputInputs:
     params: float
 
 
-def goodput(inputs: GoodputInputs, catalog: Catalog | None = None, overrides: Mapping[str, Any] | None = None
+def goodput(inputs: GoodputInputs, catalog: CatalogItems | None = None, overrides: Mapping[str, Any] | None = None
             ) -> dict[str, Any]:
     """Deterministic goodput section (plus a per-component breakdown).
 

@@ -1,7 +1,7 @@
 """Total cost of ownership of a training cluster and of one training run.
 
 Pure Python + numpy (no Django). ``tco(scenario)`` parses the scenario once (:mod:`engine.document.parse`: the
-same checks as ``predict`` and save-time validation; a Scenario parsed by the caller is not parsed again), predicts
+same checks as ``predict`` and save-time validation; a ScenarioSpec parsed by the caller is not parsed again), predicts
 performance on the parsed scenario (or takes the caller's ``predict`` result), prices the fabric sized on its
 topology, estimates goodput and prices everything from the catalog and the scenario's ``costs`` section.
 The equations live in :mod:`.costing`; ranges, Monte Carlo and sensitivity in :mod:`.uncertainty`.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.cost import uncertainty
 from engine.cost.costing import (
     CATEGORIES,
@@ -33,7 +33,7 @@ from engine.fabric.topology import fabric_block
 from engine.performance.error_bands import figure_intervals, throughput_band
 from engine.performance.result import Result
 from engine.schema.bounds import check_int
-from engine.schema.types import CostParams, FloatLike, Scenario, Topology
+from engine.schema.types import CostParams, FloatLike, ScenarioSpec, Topology
 
 
 def _f(x: FloatLike) -> float:
@@ -75,7 +75,7 @@ def fabric_section(plan: FabricPlan, topology: Topology) -> dict[str, Any]:
     return out
 
 
-def _intervals(s: Scenario, performance: Mapping[str, Any], tco_out: Mapping[str, Any]) -> dict[str, list[float]]:
+def _intervals(s: ScenarioSpec, performance: Mapping[str, Any], tco_out: Mapping[str, Any]) -> dict[str, list[float]]:
     """80% intervals of the headline figures: the performance's, and the run's days and cost, which scale with
     the run's length (engine.performance.error_bands)."""
     if not performance.get("fits") or performance.get("network_wait_fraction") is None:
@@ -88,27 +88,27 @@ def _intervals(s: Scenario, performance: Mapping[str, Any], tco_out: Mapping[str
     return out
 
 
-def tco(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None, monte_carlo: int = 0,
+def tco(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None, monte_carlo: int = 0,
         sensitivity: bool = False, seed: int = 0, *, performance: Result | None = None) -> dict[str, Any]:
     """Fabric, TCO, goodput and performance of ``scenario``; optional Monte Carlo and tornado sensitivity.
 
     Numeric inputs in ``costs``, ``cluster`` and ``training`` may be ranges ``{"low", "likely", "high"}``; the
     deterministic figures use ``likely``.
 
-    ``scenario`` is a document, or a :class:`Scenario` already parsed from one with the same ``catalog``
+    ``scenario`` is a document, or a :class:`ScenarioSpec` already parsed from one with the same ``catalog``
     (:func:`engine.document.parse.parse_scenario`), which is not parsed again. ``performance``, when given, is
     what :func:`engine.performance.api.predict` returned for that scenario and catalog: it is used instead of
     running the performance model a second time. Monte Carlo and sensitivity vary the document, so they need
     the document itself.
     """
     document = scenario if isinstance(scenario, Mapping) else None
-    if document is None and not isinstance(scenario, Scenario):
+    if document is None and not isinstance(scenario, ScenarioSpec):
         raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")
     monte_carlo = check_int(monte_carlo, "params.monte_carlo")
     seed = check_int(seed, "params.seed")
     if document is None and (monte_carlo > 0 or sensitivity):
         raise ScenarioError("scenario", "Monte Carlo and sensitivity vary the scenario document: give the "
-                            "document, not a parsed Scenario")
+                            "document, not a parsed ScenarioSpec")
     s = parse_scenario(scenario, catalog)  # the one parser: ranges, costs, fabric and layout checks
     ranges = s.ranges
     params = s.cost_params if s.cost_params is not None else resolve_costs(None, catalog)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.budget import checkpoint
-from engine.catalog import Catalog, get_item, items_of_kind
+from engine.catalog import CatalogItems, get_item, items_of_kind
 from engine.cost.costing import cost_lines, perf_point
 from engine.document.costs_section import cooling_of, resolve_costs
 from engine.document.parse import parse_scenario
@@ -44,7 +44,7 @@ from engine.document.ranges import (
 from engine.fabric.parts import FabricError, switch_radix
 from engine.schema import bounds
 from engine.schema.bounds import MAX_SENSITIVITY_INPUTS, check_int, check_work
-from engine.schema.types import CostParams, Range, Scenario
+from engine.schema.types import CostParams, Range, ScenarioSpec
 from engine.units import Arr
 
 
@@ -73,7 +73,7 @@ def _subset(params: Any, idx: npt.NDArray[np.intp], n: int) -> Any:
                       params.facility_key, params.server_key)
 
 
-def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, samples: int = 10000, seed: int = 0,
+def monte_carlo(scenario: Mapping[str, Any], catalog: CatalogItems | None = None, samples: int = 10000, seed: int = 0,
                 ranges: Mapping[str, Range] | None = None, base_point: Any = None,
                 include_defaults: bool = True) -> dict[str, Any]:
     """P10/P50/P90 of wall-clock time to train, annual TCO and $ per run over ``samples`` draws.
@@ -167,7 +167,7 @@ def monte_carlo(scenario: Mapping[str, Any], catalog: Catalog | None = None, sam
 LINE_RATE_FIELDS = ("cluster.nic_gbps",)
 
 
-def line_rates(catalog: Catalog | None = None) -> list[float]:
+def line_rates(catalog: CatalogItems | None = None) -> list[float]:
     """Line rates (Gb/s) links can run at: the catalog's NIC speeds and switch port / breakout speeds, ascending
     (200/400/800 NICs, 100G HDR100 breakout on 200G switches)."""
     rates = {float((item.get("specs") or {}).get("gbps") or 0.0) for item in items_of_kind("nic", catalog).values()}
@@ -185,7 +185,7 @@ def _point_value(r: Range, x: float, rates: list[float]) -> float | int:
     return r.value(x)
 
 
-def _cooling(s: Scenario | None, catalog: Catalog | None, point: Any = None) -> str:
+def _cooling(s: ScenarioSpec | None, catalog: CatalogItems | None, point: Any = None) -> str:
     """The cooling of the scenario's server (the base point's when given, else the parsed scenario's)."""
     if point is not None:
         return cooling_of(point.server_item)
@@ -194,7 +194,7 @@ def _cooling(s: Scenario | None, catalog: Catalog | None, point: Any = None) -> 
         else "air"
 
 
-def _base_point(base: Mapping[str, Any], catalog: Catalog | None) -> Any:
+def _base_point(base: Mapping[str, Any], catalog: CatalogItems | None) -> Any:
     """The performance point of the likely document ``base``, parsed once (its cooling picks the PUE)."""
     s = parse_scenario(base, catalog)
     return perf_point(s, catalog, resolve_costs(base.get("costs"), catalog, cooling=_cooling(s, catalog)))
@@ -216,7 +216,7 @@ def pin_hardware(doc: dict[str, Any], point: Any) -> None:
         cluster.setdefault("nic", point.plan.nic_model)
 
 
-def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalog | None = None) -> dict[str, Range]:
+def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: CatalogItems | None = None) -> dict[str, Range]:
     """Catalog default ranges for the main prices and facility/goodput figures the scenario does not pin."""
     out: dict[str, Range] = {}
     costs = scenario.get("costs") or {}
@@ -266,7 +266,7 @@ def default_ranges(scenario: Mapping[str, Any], base_point: Any, catalog: Catalo
     return out
 
 
-def sensitivity(scenario: Mapping[str, Any], catalog: Catalog | None = None,
+def sensitivity(scenario: Mapping[str, Any], catalog: CatalogItems | None = None,
                 ranges: Mapping[str, Range] | None = None, base_point: Any = None) -> list[dict[str, Any]]:
     """One-at-a-time swings of $ per run, largest first."""
     ranges = find_ranges(scenario) if ranges is None else ranges

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import KINDS, Catalog, CatalogError, CatalogItem, get_item, items_of_kind
+from engine.catalog import KINDS, CatalogError, CatalogItem, CatalogItems, get_item, items_of_kind
 from engine.errors import (
     NOT_A_CHOICE,
     OUT_OF_RANGE,
@@ -52,7 +52,7 @@ def cooling_of(server: Mapping[str, Any] | None) -> str:
     return str(((server or {}).get("specs") or {}).get("cooling", "air"))
 
 
-def resolve_costs(costs: Mapping[str, Any] | None, catalog: Catalog | None = None,
+def resolve_costs(costs: Mapping[str, Any] | None, catalog: CatalogItems | None = None,
                   cooling: str = "air") -> CostParams:
     """Validate the ``costs`` section (ranges already replaced by numbers or arrays) and fill defaults.
 

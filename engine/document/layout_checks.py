@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 from engine.errors import LAYOUT_CONFLICT, ScenarioError
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 
-def _degree_problem(s: Scenario, key: str, v: int) -> str | None:
+def _degree_problem(s: ScenarioSpec, key: str, v: int) -> str | None:
     """Why ``v`` cannot be the ``key`` degree of this scenario whatever the other degrees (None if it can)."""
     m, c = s.model, s.cluster
     if c.gpus % v and key in ("tp", "pp", "cp", "ep"):
@@ -33,7 +33,7 @@ def _degree_problem(s: Scenario, key: str, v: int) -> str | None:
     return None
 
 
-def check_layout(s: Scenario) -> None:
+def check_layout(s: ScenarioSpec) -> None:
     """Cross-field checks for degrees that are given (auto ones are checked by the search)."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
     if p.tp is not None and m.heads % p.tp:

@@ -1,4 +1,4 @@
-"""The scenario document: the one parser, into the frozen :class:`Scenario` of :mod:`engine.schema.types`.
+"""The scenario document: the one parser, into the frozen :class:`ScenarioSpec` of :mod:`engine.schema.types`.
 
 A scenario is a JSON-like mapping (see docs/scenario-format.md). ``parse_scenario`` is the only code that reads
 it: ``predict``, ``tco`` and save-time validation (``validate_scenario``) all call it, so they refuse exactly the
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from engine.catalog import Catalog, CatalogError, get_item, items_of_kind
+from engine.catalog import CatalogError, CatalogItems, get_item, items_of_kind
 from engine.document.costs_section import cooling_of, resolve_costs
 from engine.document.layout_checks import check_layout
 from engine.document.ranges import find_ranges, likely_scenario
@@ -51,14 +51,14 @@ from engine.schema.types import (
     ModelSpec,
     MoESpec,
     ParallelismSpec,
-    Scenario,
+    ScenarioSpec,
     Topology,
     TrainingSpec,
 )
 
 # Every section's keys and required keys come from the one declaration (engine.schema.fields). The platform's
 # "calibration" (a fleet's calibration profile, engine.calibration, issue #16) and "fabric_study" (a team's fabric
-# study pinned to the scenario, engine.fabric.pinned_study, issue #13) are kept in Scenario.extras.
+# study pinned to the scenario, engine.fabric.pinned_study, issue #13) are kept in ScenarioSpec.extras.
 TOP_KEYS = keys("")
 REQUIRED_TOP = required("")
 MODEL_KEYS = keys("model")
@@ -288,7 +288,7 @@ def _int_choices(values: list[Any], name: str) -> tuple[int, ...]:
     return tuple(sorted({check_int(v, name) for v in values}))
 
 
-def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
+def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
     """The cluster section's own fields; ``tiers`` is the given count (0 = auto) until the fabric is sized."""
     path = "cluster"
     d = _mapping(doc, path)
@@ -330,7 +330,7 @@ def _cluster_fields(doc: Any, catalog: Catalog | None) -> ClusterSpec:
     )
 
 
-def _server(key: str | None, c: ClusterSpec, catalog: Catalog | None) -> str | None:
+def _server(key: str | None, c: ClusterSpec, catalog: CatalogItems | None) -> str | None:
     """The server holding ``c.gpus_per_node`` x ``c.gpu``: ``costs.server`` (checked) or the catalog's match.
 
     Without ``costs.server`` and with no matching catalog server this is None: performance needs no server,
@@ -351,7 +351,7 @@ def _server(key: str | None, c: ClusterSpec, catalog: Catalog | None) -> str | N
     return default_server_key(c.gpu, c.gpus_per_node, catalog)
 
 
-def default_server_key(gpu: str, gpus_per_node: int, catalog: Catalog | None = None) -> str | None:
+def default_server_key(gpu: str, gpus_per_node: int, catalog: CatalogItems | None = None) -> str | None:
     """The catalog server that holds ``gpus_per_node`` x ``gpu`` (the engine's default for the GPU first), or None.
 
     8 x H100-SXM -> HGX-H100; 72 x GB300 -> GB300-NVL72 (one rack-scale NVLink domain).
@@ -365,7 +365,7 @@ def default_server_key(gpu: str, gpus_per_node: int, catalog: Catalog | None = N
     return matches[0] if matches else None
 
 
-def _fabric_settings(costs: Any, c: ClusterSpec, catalog: Catalog | None) -> FabricSettings:
+def _fabric_settings(costs: Any, c: ClusterSpec, catalog: CatalogItems | None) -> FabricSettings:
     """The settings under ``costs`` that change what is built (already checked for unknown keys)."""
     d: Mapping[str, Any] = costs if isinstance(costs, Mapping) else {}
     server = _server(_key(d, "server", "costs"), c, catalog)
@@ -382,7 +382,7 @@ def _fabric_settings(costs: Any, c: ClusterSpec, catalog: Catalog | None) -> Fab
     )
 
 
-def _with_topology(s: Scenario, catalog: Catalog | None) -> Scenario:
+def _with_topology(s: ScenarioSpec, catalog: CatalogItems | None) -> ScenarioSpec:
     """The scenario with its fabric sized; a fabric that cannot be built is refused with the code
     ``unbuildable_fabric`` (errors that already carry a code of their own keep it)."""
     try:
@@ -394,12 +394,12 @@ def _with_topology(s: Scenario, catalog: Catalog | None) -> Scenario:
     return replace(s, cluster=replace(s.cluster, tiers=topo.tiers), topology=topo)
 
 
-def parse_cluster(doc: Any, catalog: Catalog | None = None, costs: Mapping[str, Any] | None = None) -> ClusterSpec:
+def parse_cluster(doc: Any, catalog: CatalogItems | None = None, costs: Mapping[str, Any] | None = None) -> ClusterSpec:
     """Parse a ``cluster`` section alone (fleet plans); its fabric is sized, so ``tiers`` is the built count."""
     c = _cluster_fields(doc, catalog)
     fabric = _fabric_settings(costs, c, catalog)
     # a throwaway model/training is not needed: sizing reads only the cluster and the fabric settings
-    probe = Scenario(model=_PROBE_MODEL, training=_PROBE_TRAINING, parallelism=_PROBE_PAR, cluster=c, fabric=fabric)
+    probe = ScenarioSpec(model=_PROBE_MODEL, training=_PROBE_TRAINING, parallelism=_PROBE_PAR, cluster=c, fabric=fabric)
     return _with_topology(probe, catalog).cluster
 
 
@@ -429,13 +429,13 @@ def _fabric_study_extras(section: Any) -> dict[str, Any]:
     return {"fabric_study": check_fabric_study(section)}
 
 
-def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Scenario:
-    """Validate ``doc`` and return a :class:`Scenario` (an already parsed Scenario is returned as is).
+def parse_scenario(doc: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None) -> ScenarioSpec:
+    """Validate ``doc`` and return a :class:`ScenarioSpec` (an already parsed ScenarioSpec is returned as is).
 
     Ranges are replaced by their ``likely`` values (kept on ``scenario.ranges``); the fabric is sized once
     (``scenario.topology``); the ``costs`` section is resolved (``scenario.cost_params``).
     """
-    if isinstance(doc, Scenario):
+    if isinstance(doc, ScenarioSpec):
         return doc
     raw = _mapping(doc, "scenario")
     _check_keys(raw, TOP_KEYS, REQUIRED_TOP, "")
@@ -457,7 +457,7 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
     fabric = _fabric_settings(d.get("costs"), cluster, catalog)
     server = get_item(fabric.server, "server", "costs.server", catalog) if fabric.server else None
     cost_params = resolve_costs(d.get("costs"), catalog, cooling=cooling_of(server))
-    scenario = Scenario(
+    scenario = ScenarioSpec(
         model=model,
         training=training,
         parallelism=parallelism,
@@ -477,6 +477,6 @@ def parse_scenario(doc: Mapping[str, Any] | Scenario, catalog: Catalog | None = 
     return _with_topology(scenario, catalog)
 
 
-def topology_for(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None) -> Topology:
-    """The topology (the fabric sizing's result) of a scenario document or parsed :class:`Scenario`."""
+def topology_for(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None) -> Topology:
+    """The topology (the fabric sizing's result) of a scenario document or parsed :class:`ScenarioSpec`."""
     return parse_scenario(scenario, catalog).topo

@@ -5,7 +5,7 @@
     {"low": 0.06, "likely": 0.08, "high": 0.12, "dist": "pert"}     # dist optional: triangular (default) | pert
 
 ``likely`` defaults to the midpoint. The parser (:func:`engine.document.parse.parse_scenario`) finds and
-checks every range here, builds the scenario at the ``likely`` values and keeps the ranges on the Scenario;
+checks every range here, builds the scenario at the ``likely`` values and keeps the ranges on the ScenarioSpec;
 :mod:`.uncertainty` samples them.
 """
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 
 
-def validate_scenario(scenario: Mapping[str, Any], catalog: Catalog | None = None) -> None:
+def validate_scenario(scenario: Mapping[str, Any], catalog: CatalogItems | None = None) -> None:
     """Raise ScenarioError (a ValueError with ``.field``) if ``scenario`` is invalid."""
     if not isinstance(scenario, Mapping):
         raise ScenarioError("scenario", f"must be an object, got {type(scenario).__name__}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.catalog import Catalog, CatalogError, CatalogItem, items_of_kind
+from engine.catalog import CatalogError, CatalogItem, CatalogItems, items_of_kind
 
 
 class FabricError(CatalogError):
@@ -35,7 +35,7 @@ def switch_radix(item: CatalogItem, link_gbps: float, field_name: str = "cluster
     return options[faster[0]], faster[0]
 
 
-def _pick_transceiver(catalog: Catalog | None, gbps: float, link_gbps: float, reach: str, nic_side: bool,
+def _pick_transceiver(catalog: CatalogItems | None, gbps: float, link_gbps: float, reach: str, nic_side: bool,
                       field_name: str) -> CatalogItem:
     cands = list(items_of_kind("transceiver", catalog).values())
     if nic_side:
@@ -55,7 +55,7 @@ def _pick_transceiver(catalog: Catalog | None, gbps: float, link_gbps: float, re
     return min(pool, key=lambda c: (float(c.get("unit_price_usd") or 0.0), str(c["key"])))
 
 
-def _pick_copper(catalog: Catalog | None, cage_gbps: float, link_gbps: float,
+def _pick_copper(catalog: CatalogItems | None, cage_gbps: float, link_gbps: float,
                  field_name: str) -> tuple[CatalogItem, int]:
     """A copper cable for switch cages of ``cage_gbps`` carrying links of ``link_gbps``; (item, links per cable)."""
     cands = [c for c in items_of_kind("cable", catalog).values() if _specs(c).get("media") == "copper"]
@@ -73,7 +73,7 @@ def _pick_copper(catalog: Catalog | None, cage_gbps: float, link_gbps: float,
     raise FabricError(field_name, f"no copper cable for {link_gbps:g} Gb/s links in the catalog")
 
 
-def _pick_fibre(catalog: Catalog | None, field_name: str) -> CatalogItem:
+def _pick_fibre(catalog: CatalogItems | None, field_name: str) -> CatalogItem:
     cands = [c for c in items_of_kind("cable", catalog).values() if _specs(c).get("media") == "fibre"]
     if not cands:
         raise FabricError(field_name, "no fibre cable in the catalog")

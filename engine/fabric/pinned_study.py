@@ -5,7 +5,7 @@ shipped simulated tables (``engine/fabric/data/fabric_tables.json``, :mod:`.fabr
 the default catalog's fabrics at standard sizes. A team that has simulated its own cluster (a fabric-study run,
 :func:`engine.flowsim.study`) may pin a scenario to that study. The study travels *in the document*,
 like a calibration profile (``calibration``): a compact, top-level ``fabric_study`` section that the one parser
-checks (:func:`check_fabric_study`, every number against :mod:`.bounds`), keeps in ``Scenario.extras`` and writes
+checks (:func:`check_fabric_study`, every number against :mod:`.bounds`), keeps in ``ScenarioSpec.extras`` and writes
 back in the canonical document, so it is part of a run's input hash and of its snapshot::
 
     "fabric_study": {

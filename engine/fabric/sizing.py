@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from engine.catalog import Catalog, CatalogItem, get_item
+from engine.catalog import CatalogItem, CatalogItems, get_item
 from engine.fabric.parts import (  # FabricError and switch_radix are public here too
     FabricError,
     _pick_copper,
@@ -44,7 +44,7 @@ from engine.fabric.tree import (
     max_gpus_served,
     size_tree_leaves,
 )
-from engine.schema.types import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES, Scenario
+from engine.schema.types import FABRICS, LEAF_PLACEMENTS, TOPOLOGIES, ScenarioSpec
 
 # Default switch per fabric and NIC speed; default NIC per speed.
 DEFAULT_SWITCH = {
@@ -161,7 +161,7 @@ def _topology_name(spec: FabricSpec, tiers: int, k: int) -> str:
     return f"{tiers}-tier {names[spec.topology]} of {k}-port switches"
 
 
-def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
+def size_fabric(spec: FabricSpec, catalog: CatalogItems | None = None) -> FabricPlan:
     """Size the compute fabric for ``spec``; raise :class:`FabricError` naming the field when impossible."""
     if spec.topology not in TOPOLOGIES:
         raise FabricError("cluster.topology", f"must be one of {', '.join(TOPOLOGIES)}, got {spec.topology!r}")
@@ -375,7 +375,7 @@ def size_fabric(spec: FabricSpec, catalog: Catalog | None = None) -> FabricPlan:
 # --------------------------------------------------------------------------------------------- from a scenario
 
 
-def fabric_spec(s: Scenario) -> FabricSpec:
+def fabric_spec(s: ScenarioSpec) -> FabricSpec:
     """The sizing inputs of a parsed scenario (no second reading of the document)."""
     c, f = s.cluster, s.fabric
     return FabricSpec(
@@ -396,7 +396,7 @@ def fabric_spec(s: Scenario) -> FabricSpec:
     )
 
 
-def plan_for(s: Scenario, catalog: Catalog | None = None) -> FabricPlan:
+def plan_for(s: ScenarioSpec, catalog: CatalogItems | None = None) -> FabricPlan:
     """The full fabric plan (switches, optics, cables, power) of a parsed scenario."""
     spec = fabric_spec(s)
     return _default_plan(spec) if catalog is None else size_fabric(spec, catalog)

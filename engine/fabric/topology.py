@@ -15,10 +15,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from engine.catalog import Catalog, CatalogError, get_item
+from engine.catalog import CatalogError, CatalogItems, get_item
 from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan, plan_for
-from engine.schema.types import Scenario, Topology
+from engine.schema.types import ScenarioSpec, Topology
 
 
 def _ratio(down: int, up: int) -> float:
@@ -78,7 +78,7 @@ def topology_from_plan(plan: FabricPlan, routing: str, qps: int, nvlink_domain_g
     )
 
 
-def build_topology(s: Scenario, catalog: Catalog | None = None) -> Topology:
+def build_topology(s: ScenarioSpec, catalog: CatalogItems | None = None) -> Topology:
     """Size the fabric of a parsed scenario (its ``topology`` may still be unset) and return its topology.
 
     Raises :class:`ScenarioError` naming the field when the fabric cannot be built or the switch cannot route

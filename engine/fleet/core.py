@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.fleet.costs import cluster_cost, horizon_cost
 from engine.fleet.dists import generator, key64, keys64, sample
 from engine.fleet.metrics import QUARTER_DAYS, cents, cents_int, collect, summarize, weekly
@@ -39,7 +39,7 @@ class Prepared:
     rels: list[ClusterReliability]
     named: list[list[JobOption]]
     costs: list[dict[str, float]] | None
-    catalog: Catalog | None = None
+    catalog: CatalogItems | None = None
     templates: dict[tuple[int, int], JobOption] = field(default_factory=dict)
 
     def option_for(self, c: int, gpus: int, work: float) -> JobOption:
@@ -56,7 +56,7 @@ def _path(plan: Plan, c: FleetCluster, i: int) -> str:
     return f"clusters[{i}]"
 
 
-def prepare(plan: Plan | Mapping[str, Any], catalog: Catalog | None = None,
+def prepare(plan: Plan | Mapping[str, Any], catalog: CatalogItems | None = None,
             clusters: tuple[FleetCluster, ...] | None = None) -> Prepared:
     """Parse (when given a document) and resolve everything seed-independent."""
     p = plan if isinstance(plan, Plan) else parse_plan(plan, catalog)
@@ -211,7 +211,7 @@ def simulate_fleet(plan: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
 
 
 def simulate_replications(plan: Mapping[str, Any] | Plan, replications: int | None = None, seed: int = 0,
-                          progress: Progress | None = None, catalog: Catalog | None = None) -> dict[str, Any]:
+                          progress: Progress | None = None, catalog: CatalogItems | None = None) -> dict[str, Any]:
     """``replications`` seeds (seed, seed+1, ...): P10/P50/P90 summary plus the first replication in full."""
     prep = prepare(plan, catalog)
     n = replications if replications is not None else prep.plan.replications

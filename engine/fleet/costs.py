@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog, CatalogError, get_item
+from engine.catalog import CatalogError, CatalogItems, get_item
 from engine.cost.costing import PerfPoint, annual, build_lines
 from engine.cost.goodput import load_reliability
 from engine.document.costs_section import resolve_costs
@@ -22,14 +22,14 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.sizing import FabricPlan, plan_for
 from engine.fleet.plan import FleetCluster
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 _CACHE: dict[str, dict[str, float]] = {}
-_PLANS: dict[str, tuple[Scenario, FabricPlan]] = {}
+_PLANS: dict[str, tuple[ScenarioSpec, FabricPlan]] = {}
 _CACHE_LIMIT = 4096
 
 
-def catalog_key(catalog: Catalog | None) -> str:
+def catalog_key(catalog: CatalogItems | None) -> str:
     """A content fingerprint of a catalog (``""`` = the engine default), so caches are keyed on what was priced."""
     if catalog is None:
         return ""
@@ -51,7 +51,7 @@ def _repath(exc: ScenarioError | CatalogError, path: str) -> ScenarioError:
 
 
 def cluster_plan(cluster: FleetCluster, costs: Mapping[str, Any] | None, path: str,
-                 catalog: Catalog | None = None) -> tuple[Scenario, FabricPlan]:
+                 catalog: CatalogItems | None = None) -> tuple[ScenarioSpec, FabricPlan]:
     """The cluster parsed by the one scenario parser and its fabric sized (switches, optics, cables), cached.
 
     The scenario parser needs a training section; a one-layer probe model whose layout always exists (pure
@@ -78,7 +78,7 @@ def cluster_plan(cluster: FleetCluster, costs: Mapping[str, Any] | None, path: s
     return s, fplan
 
 
-def hosts_per_node(s: Scenario, catalog: Catalog | None = None) -> int:
+def hosts_per_node(s: ScenarioSpec, catalog: CatalogItems | None = None) -> int:
     """Operating-system hosts per scheduling node: the server's ``hosts_per_server`` (an NVL72 rack is 18 compute
     trays, each its own host), 1 for HGX-style servers or when no server is known."""
     key = s.fabric.server if s.fabric is not None else None
@@ -88,7 +88,7 @@ def hosts_per_node(s: Scenario, catalog: Catalog | None = None) -> int:
 
 
 def cluster_cost(cluster: FleetCluster, plan_costs: Mapping[str, Any] | None, path: str,
-                 catalog: Catalog | None = None) -> dict[str, float]:
+                 catalog: CatalogItems | None = None) -> dict[str, float]:
     """``{capex_usd, annual_opex_usd, annual_tco_usd, usd_per_gpu_hour}`` of one cluster (cached)."""
     costs = {**(plan_costs or {}), **(cluster.costs or {})}
     key = json.dumps([cluster.doc, costs, catalog_key(catalog)], sort_keys=True, default=str)

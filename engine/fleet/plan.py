@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document import parse as scenario_mod
 from engine.errors import ScenarioError
 from engine.schema.bounds import check_int, check_number, check_work
@@ -253,7 +253,7 @@ def parse_dist(value: Any, path: str, *, integer: bool, hi: float) -> Dist:
 
 
 def _parse_cluster_fields(doc: Mapping[str, Any], costs: Mapping[str, Any] | None, path: str,
-                          catalog: Catalog | None) -> ClusterSpec:
+                          catalog: CatalogItems | None) -> ClusterSpec:
     """The scenario parser's cluster section, with its error paths moved under ``path``."""
     parse = getattr(scenario_mod, "parse_cluster", None)
     try:
@@ -267,7 +267,7 @@ def _parse_cluster_fields(doc: Mapping[str, Any], costs: Mapping[str, Any] | Non
     return spec
 
 
-def parse_fleet_cluster(doc: Any, path: str, horizon: int, catalog: Catalog | None, *,
+def parse_fleet_cluster(doc: Any, path: str, horizon: int, catalog: CatalogItems | None, *,
                         purchased: bool = False) -> FleetCluster:
     d = _mapping(doc, path)
     name = _name(d.get("name"), f"{path}.name")
@@ -403,7 +403,7 @@ def _parse_failures(value: Any) -> Failures:
     )
 
 
-def _expand_candidates(raw: Any, horizon: int, catalog: Catalog | None, taken: set[str]) -> list[FleetCluster]:
+def _expand_candidates(raw: Any, horizon: int, catalog: CatalogItems | None, taken: set[str]) -> list[FleetCluster]:
     """Each candidate may list several ``gpus`` sizes and ``in_service_day`` deliveries: one option per pair."""
     out: list[FleetCluster] = []
     for i, c in enumerate(_list(raw, "candidates", MAX_CANDIDATES)):
@@ -432,7 +432,7 @@ def _expand_candidates(raw: Any, horizon: int, catalog: Catalog | None, taken: s
     return out
 
 
-def parse_plan(doc: Any, catalog: Catalog | None = None) -> Plan:
+def parse_plan(doc: Any, catalog: CatalogItems | None = None) -> Plan:
     """Validate a plan document (see docs/fleet-model.md); raises ScenarioError naming the field."""
     d = _mapping(doc, "plan")
     _keys(d, PLAN_KEYS, ("horizon_days", "clusters"), "")

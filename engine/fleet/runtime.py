@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.cost.goodput import (
     ReliabilityModel,
     daly_interval_s,
@@ -64,7 +64,7 @@ class JobOption:
     expected_days: float = 0.0  # expected wall time: work / goodput fraction, plus repair stalls without spares
 
 
-def _counts_per_gpu(cluster: FleetCluster, catalog: Catalog | None, field: str) -> dict[str, float]:
+def _counts_per_gpu(cluster: FleetCluster, catalog: CatalogItems | None, field: str) -> dict[str, float]:
     spec = cluster.spec
     scen, plan = cluster_plan(cluster, cluster.costs, field, catalog)
     g = float(spec.gpus)
@@ -78,7 +78,7 @@ def _counts_per_gpu(cluster: FleetCluster, catalog: Catalog | None, field: str) 
     }
 
 
-def cluster_reliability(cluster: FleetCluster, failures: Failures, catalog: Catalog | None,
+def cluster_reliability(cluster: FleetCluster, failures: Failures, catalog: CatalogItems | None,
                         field: str) -> ClusterReliability:
     model: ReliabilityModel = load_reliability(catalog)
     restart_min = failures.restart_min if failures.restart_min is not None else model.restart_min
@@ -154,7 +154,7 @@ class Prediction(NamedTuple):
 
 
 def predict_days(workload: Mapping[str, Any], cluster: FleetCluster, gpus: int,
-                 catalog: Catalog | None) -> Prediction:
+                 catalog: CatalogItems | None) -> Prediction:
     """The engine's prediction of ``workload`` on ``gpus`` GPUs of ``cluster`` (cached)."""
     key = (json.dumps(workload, sort_keys=True, default=str),
            json.dumps([cluster.doc, catalog_key(catalog)], sort_keys=True, default=str), gpus)
@@ -176,7 +176,7 @@ def cache_info() -> int:
 
 
 def _workload_option(job: NamedJob, path: str, ci: int, cluster: FleetCluster, rel: ClusterReliability,
-                     failures: Failures, gpus: int, catalog: Catalog | None) -> JobOption | None:
+                     failures: Failures, gpus: int, catalog: CatalogItems | None) -> JobOption | None:
     assert job.workload is not None
     try:
         pred = predict_days(job.workload, cluster, gpus, catalog)
@@ -196,7 +196,7 @@ def _workload_option(job: NamedJob, path: str, ci: int, cluster: FleetCluster, r
 
 
 def job_options(job: NamedJob, path: str, clusters: tuple[FleetCluster, ...], rels: list[ClusterReliability],
-                failures: Failures, catalog: Catalog | None) -> list[JobOption]:
+                failures: Failures, catalog: CatalogItems | None) -> list[JobOption]:
     """One option per cluster the job can run on (its pinned cluster only, when pinned)."""
     out: list[JobOption] = []
     unfit: list[str] = []
@@ -231,7 +231,7 @@ def job_options(job: NamedJob, path: str, clusters: tuple[FleetCluster, ...], re
 
 
 def _auto_size(job: NamedJob, path: str, ci: int, cluster: FleetCluster, rel: ClusterReliability,
-               failures: Failures, catalog: Catalog | None) -> JobOption | None:
+               failures: Failures, catalog: CatalogItems | None) -> JobOption | None:
     """Smallest power-of-two node count meeting the deadline (binary search; run time falls with size)."""
     gpn = cluster.gpus_per_node
     max_nodes = cluster.training_gpus // gpn

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.errors import ScenarioError
 from engine.fleet.core import Progress, prepare, simulate_prepared
 from engine.fleet.metrics import band, band_censored, cents
@@ -28,7 +28,7 @@ def _usd(x: float) -> str:
     return f"${x / 1e6:,.1f}M" if abs(x) >= 1e6 else f"${x:,.0f}"
 
 
-def _evaluate(p: Plan, cand: FleetCluster | None, seeds: list[int], catalog: Catalog | None,
+def _evaluate(p: Plan, cand: FleetCluster | None, seeds: list[int], catalog: CatalogItems | None,
               tick: Callable[[], None]) -> dict[str, Any]:
     clusters = p.clusters + ((cand,) if cand is not None else ())
     prep = prepare(p, catalog, clusters=clusters)
@@ -111,7 +111,7 @@ def _headline(best: dict[str, Any] | None, nothing: dict[str, Any], note: str | 
 
 
 def search_purchases(plan: Mapping[str, Any] | Plan, replications: int | None = None, seed: int = 0,
-                     progress: Progress | None = None, catalog: Catalog | None = None) -> dict[str, Any]:
+                     progress: Progress | None = None, catalog: CatalogItems | None = None) -> dict[str, Any]:
     """Evaluate buying nothing and each candidate; recommend the cheapest that meets the deadlines."""
     p = plan if isinstance(plan, Plan) else parse_plan(plan, catalog)
     if not p.candidates:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from engine.budget import checkpoint
-from engine.catalog import Catalog, get_item
+from engine.catalog import CatalogItems, get_item
 from engine.document.parse import parse_scenario
 from engine.errors import NOT_A_CHOICE, ScenarioError
 from engine.flowsim import traffic as tr
@@ -40,7 +40,7 @@ from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS, Layout, place_nodes
 from engine.flowsim.rates import link_load, max_min_rates
 from engine.schema.bounds import check_field
 from engine.schema.enums import DEFAULT_QPS, Routing
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 FLOWSIM_VERSION = "1.0"
 MAX_CHANNELS = 64
@@ -84,7 +84,7 @@ def _parse_traffic(traffic: str | Sequence[str], group: str | None, layout: Layo
     return out
 
 
-def _layout(s: Scenario, ranks: int, net: Network, needs_layout: bool) -> tuple[Layout, bool]:
+def _layout(s: ScenarioSpec, ranks: int, net: Network, needs_layout: bool) -> tuple[Layout, bool]:
     """The job's degrees from the scenario's parallelism; (layout, taken from the scenario)."""
     p = s.parallelism
     tp, cp, pp, ep = p.tp or min(net.gpus_per_node, ranks), p.cp or 1, p.pp or 1, p.ep or 1
@@ -127,7 +127,7 @@ def _pct(values: Sequence[float] | FloatArray) -> dict[str, float]:
             "min": float(a.min()), "max": float(a.max())}
 
 
-def nvlink_gbps(gpu_key: str, catalog: Catalog | None = None) -> float:
+def nvlink_gbps(gpu_key: str, catalog: CatalogItems | None = None) -> float:
     """One GPU's NVLink bandwidth in one direction, Gb/s (catalog ``nvlink_gbytes_per_s`` is both directions)."""
     specs = get_item(gpu_key, "gpu", "cluster.gpu", catalog).get("specs") or {}
     return float(specs.get("nvlink_gbytes_per_s") or 0.0) * 8.0 / 2.0
@@ -196,11 +196,11 @@ class PreparedSimulation:
                             job_nodes=self.job_nodes, seeds=self.seeds)
 
 
-def prepare_simulation(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+def prepare_simulation(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence[str] = "ring-allreduce",
                        ranks: int | None = None, routing: str | None = None, qps: int | None = None,
                        placement: str = "packed", seeds: int = 20, *, group: str | None = None,
                        channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
-                       rail_aligned: bool | None = None, catalog: Catalog | None = None) -> PreparedSimulation:
+                       rail_aligned: bool | None = None, catalog: CatalogItems | None = None) -> PreparedSimulation:
     """Parse and check every input of :func:`simulate` (same arguments) and build the job's network shape."""
     s = parse_scenario(scenario, catalog)
     topo = s.topo
@@ -247,11 +247,11 @@ def prepare_simulation(scenario: Mapping[str, Any] | Scenario, traffic: str | Se
                               background, channels, rail_aligned, n_ranks, job_nodes_n)
 
 
-def estimate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+def estimate(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence[str] = "ring-allreduce",
              ranks: int | None = None, routing: str | None = None, qps: int | None = None,
              placement: str = "packed", seeds: int = 20, *, group: str | None = None,
              channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
-             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
+             rail_aligned: bool | None = None, seed: int = 0, catalog: CatalogItems | None = None,
              progress: Callable[[int, int], None] | None = None) -> SimulationEstimate:
     """What :func:`simulate` with the same arguments would cost (flows, memory, seconds), without simulating.
 
@@ -263,11 +263,11 @@ def estimate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str
                               rail_aligned=rail_aligned, catalog=catalog).estimate()
 
 
-def simulate(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+def simulate(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence[str] = "ring-allreduce",
              ranks: int | None = None, routing: str | None = None, qps: int | None = None,
              placement: str = "packed", seeds: int = 20, *, group: str | None = None,
              channels: int | None = None, fragmentation: float = 0.5, background: float = 0.0,
-             rail_aligned: bool | None = None, seed: int = 0, catalog: Catalog | None = None,
+             rail_aligned: bool | None = None, seed: int = 0, catalog: CatalogItems | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Simulate one collective phase (or several concurrent ones) of a job on the scenario's cluster.
 

@@ -15,7 +15,7 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.flowsim.estimate import SimulationEstimate, check_simulation
 from engine.flowsim.simulate import estimate, simulate
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 # The comparison planners ask for first: hashed RoCE, RoCE with more queue pairs, adaptive routing.
 STANDARD_VARIANTS: tuple[dict[str, Any], ...] = (
@@ -66,7 +66,7 @@ def _clean_variants(variants: Sequence[Mapping[str, Any]] | None) -> list[dict[s
     return out
 
 
-def estimate_study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+def estimate_study(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence[str] = "ring-allreduce",
                    ranks: int | None = None, placement: str = "packed", seeds: int = 20,
                    variants: Sequence[Mapping[str, Any]] | None = None,
                    **options: Any) -> list[tuple[str, SimulationEstimate]]:
@@ -83,7 +83,7 @@ def estimate_study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequen
     return out
 
 
-def study(scenario: Mapping[str, Any] | Scenario, traffic: str | Sequence[str] = "ring-allreduce",
+def study(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence[str] = "ring-allreduce",
           ranks: int | None = None, placement: str = "packed", seeds: int = 20,
           variants: Sequence[Mapping[str, Any]] | None = None,
           progress: Callable[[int, int], None] | None = None, **options: Any) -> dict[str, Any]:

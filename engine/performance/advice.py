@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.api import candidate_layouts
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 DEFAULT_SEARCH_NODES = 256  # look this many servers either side of the requested size
 DEFAULT_GPUS_PER_NODE = 8  # a document that does not say: HGX servers
@@ -105,7 +105,7 @@ def _is_layout_error(exc: ScenarioError) -> bool:
     return str(exc.field).startswith(LAYOUT_ERROR_FIELDS)
 
 
-def has_layout(doc: Mapping[str, Any], gpus: int, catalog: Catalog | None = None) -> bool:
+def has_layout(doc: Mapping[str, Any], gpus: int, catalog: CatalogItems | None = None) -> bool:
     """Whether the engine finds at least one layout for the document on ``gpus`` GPUs.
 
     Errors that have nothing to do with the layout (a bad field elsewhere) are raised, not hidden.
@@ -119,7 +119,7 @@ def has_layout(doc: Mapping[str, Any], gpus: int, catalog: Catalog | None = None
     return True
 
 
-def _reason(s: Scenario, gpus: int) -> str:
+def _reason(s: ScenarioSpec, gpus: int) -> str:
     m, t, p = s.model, s.training, s.parallelism
     fixed = [f"{name} = {value}" for name, value in (("tp", p.tp), ("pp", p.pp), ("cp", p.cp)) if value is not None]
     rules = [
@@ -136,7 +136,7 @@ def _reason(s: Scenario, gpus: int) -> str:
     return text
 
 
-def nearest_workable_gpus(scenario: Mapping[str, Any], catalog: Catalog | None = None, *,
+def nearest_workable_gpus(scenario: Mapping[str, Any], catalog: CatalogItems | None = None, *,
                           search_nodes: int = DEFAULT_SEARCH_NODES) -> GpuCountAdvice:
     """The nearest whole-server GPU counts (below and above the scenario's) that have a valid layout.
 

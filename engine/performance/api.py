@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.budget import checkpoint
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import LAYOUT_CONFLICT, NO_LAYOUT, ScenarioError
 from engine.fabric.topology import fabric_block
@@ -38,7 +38,7 @@ from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, Sear
 from engine.performance.terms.memory import MEMORY_MODEL_UNCERTAINTY, memory_uncertain, usable_memory_bytes
 from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
 from engine.schema.enums import DpPlacement
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 from engine.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR, TERA, Arr
 
 ResultT = TypeVar("ResultT", bound=Result)
@@ -94,7 +94,7 @@ def _opts(value: int | None, auto: Callable[[], list[int]], allowed: tuple[int, 
     return np.asarray(list(allowed) if allowed is not None else auto(), dtype=np.float64)
 
 
-def candidate_layouts(s: Scenario) -> Layouts:
+def candidate_layouts(s: ScenarioSpec) -> Layouts:
     """Every layout allowed by the scenario: fixed settings as given, "auto" ones enumerated."""
     m, t, p, c = s.model, s.training, s.parallelism, s.cluster
     gpus = c.gpus
@@ -140,7 +140,7 @@ def candidate_layouts(s: Scenario) -> Layouts:
                    dp_order=base["dp_order"])
 
 
-def _dp_orders(s: Scenario, base: dict[str, Arr]) -> dict[str, Arr]:
+def _dp_orders(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
     """The DP placements to try (parallelism.dp_placement; auto = the named framework's default order; with the
     framework auto, both where the search searches degrees, the engine's Megatron order where every degree is
     fixed). A searched outer placement is dropped where it equals the inner one (pp or dp = 1)."""
@@ -156,7 +156,7 @@ def _dp_orders(s: Scenario, base: dict[str, Arr]) -> dict[str, Arr]:
     return _filter(base, (base["dp_order"] != DP_OUTER) | ((base["pp"] > 1) & (base["dp"] > 1)))
 
 
-def _framework_can_run(s: Scenario) -> Callable[[Arr, str, int | None, tuple[int, ...] | None],
+def _framework_can_run(s: ScenarioSpec) -> Callable[[Arr, str, int | None, tuple[int, ...] | None],
                                                 npt.NDArray[np.bool_]]:
     """The layouts the named framework implements at training.framework_release (frameworks.py): virtual pipeline
     stages only where it has an interleaved schedule, ZeRO up to its ``max_zero``. A value the scenario fixes or
@@ -184,7 +184,7 @@ def _framework_can_run(s: Scenario) -> Callable[[Arr, str, int | None, tuple[int
 # ---------------------------------------------------------------------------------------------- results
 
 
-def _result_at(s: Scenario, ctx: Context, lay: Layouts, out: LayoutEvaluation, i: int) -> Result:
+def _result_at(s: ScenarioSpec, ctx: Context, lay: Layouts, out: LayoutEvaluation, i: int) -> Result:
     gpus = float(s.cluster.gpus)
     step = float(out.step_time_s[i])
     tps = float(out.tokens_per_s[i])
@@ -257,8 +257,8 @@ def _why(best: Result, alt: Result) -> str:
     )
 
 
-def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
-             calibration: Any = None) -> tuple[Scenario, Context]:
+def _prepare(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None,
+             calibration: Any = None) -> tuple[ScenarioSpec, Context]:
     """Parse and build the model context; ``calibration`` (a calibration.Profile, duck-typed) may replace
     context fields through its ``apply_to_context(ctx) -> Context``."""
     s = parse_scenario(scenario, catalog)
@@ -268,7 +268,7 @@ def _prepare(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None,
     return s, ctx
 
 
-def _document_calibration(s: Scenario, catalog: Catalog | None, calibration: Any) -> Any:
+def _document_calibration(s: ScenarioSpec, catalog: CatalogItems | None, calibration: Any) -> Any:
     """The overlay of the profile the document carries under ``calibration`` (issue #16), unless one is given."""
     if calibration is not None:
         return calibration
@@ -309,7 +309,7 @@ def _attention_layouts(ctx: Context, lay: Layouts) -> Layouts:
     return lay if len(keep) == len(lay) else lay.take(keep.astype(np.intp))
 
 
-def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Catalog | None = None,
+def search(scenario: Mapping[str, Any] | ScenarioSpec, top_k: int = 5, catalog: CatalogItems | None = None,
            calibration: Any = None) -> SearchResult:
     """Fastest layout that fits, over every setting marked "auto" (a fixed scenario has one candidate).
 
@@ -340,7 +340,7 @@ def search(scenario: Mapping[str, Any] | Scenario, top_k: int = 5, catalog: Cata
     )
 
 
-def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
+def predict(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None,
             calibration: Any = None) -> Result:
     """Predict one training run. "auto" settings are resolved by the search (the fastest layout that fits)."""
     s = parse_scenario(scenario, catalog)
@@ -358,7 +358,7 @@ def predict(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = No
     return _with_intervals(_calibration_note(_result_at(s, ctx, lay, out, int(order[0])), calibration), s)
 
 
-def _with_intervals(r: ResultT, s: Scenario) -> ResultT:
+def _with_intervals(r: ResultT, s: ScenarioSpec) -> ResultT:
     """The result with its 80% intervals (the error band of its regime); none for a layout that does not fit."""
     if not r.fits or r.network_wait_fraction is None:
         return r

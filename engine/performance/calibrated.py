@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.context import Context
 from engine.performance.result import Result
 from engine.schema.calibration import Profile, check_calibration_section
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 R = TypeVar("R", bound=Result)
 CONTEXT_FIELDS = frozenset(f.name for f in dataclasses.fields(Context))
@@ -74,7 +74,7 @@ class ProfileMismatch(ScenarioError):
         super().__init__("calibration", message)
 
 
-def fleet_differences(profile: Profile, s: Scenario) -> dict[str, tuple[Any, Any]]:
+def fleet_differences(profile: Profile, s: ScenarioSpec) -> dict[str, tuple[Any, Any]]:
     """Fields where the scenario's cluster differs from the profile's fleet: {field: (fleet, scenario)}."""
     f = profile.fleet
     c = s.cluster
@@ -137,8 +137,8 @@ class Overlay:
         return _finish(result, self)
 
 
-def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mapping[str, Any],
-                catalog: Catalog | None = None, *, borrow: bool | str = False) -> Overlay:
+def overlay_for(scenario: Mapping[str, Any] | ScenarioSpec, profile: Profile | Mapping[str, Any],
+                catalog: CatalogItems | None = None, *, borrow: bool | str = False) -> Overlay:
     """The overlay of ``profile`` for ``scenario``; :class:`ProfileMismatch` on other hardware unless borrowed."""
     prof = profile if isinstance(profile, Profile) else Profile.from_dict(profile)
     s = parse_scenario(scenario, catalog)
@@ -160,7 +160,7 @@ def overlay_for(scenario: Mapping[str, Any] | Scenario, profile: Profile | Mappi
     return Overlay(prof, network=network, gemm=gemm, notes=(note,))
 
 
-def overlay_from_scenario(s: Scenario, catalog: Catalog | None = None) -> Overlay | None:
+def overlay_from_scenario(s: ScenarioSpec, catalog: CatalogItems | None = None) -> Overlay | None:
     """The overlay of the profile a scenario document carries under ``calibration`` (None without one).
 
     ``{"borrow": true}`` in that section borrows it onto other hardware (see :func:`overlay_for`)."""

@@ -1,6 +1,6 @@
 """The model's inputs: the scalars of one scenario (``Context``) and the arrays of layouts (``Layouts``).
 
-``make_context`` reads the parsed Scenario once: model and batch, the GPU, and the fabric as sized by
+``make_context`` reads the parsed ScenarioSpec once: model and batch, the GPU, and the fabric as sized by
 ``topology.py`` (NVLink domain, leaf and pod sizes, oversubscription per tier, routing). The layout codes
 (recompute, ZeRO stage) are named here; the framework profile per layout is frameworks.layout_profiles.
 """
@@ -22,7 +22,7 @@ from engine.performance.datatypes import BF16_BYTES, FP8_BYTES
 from engine.performance.frameworks import NCCL_ALL_ALGORITHMS, NCCL_NVLS, moe_dispatcher, nccl_algorithms
 from engine.performance.hardware import GpuSpec
 from engine.schema.enums import DEFAULT_QPS, DpPlacement, Framework, MoeDispatcher, Precision, Recompute
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 from engine.units import BITS_PER_BYTE, GIGA, Arr, BoolArr
 
 # FFN weight matrices: gated FFNs (SwiGLU: gate, up, down) have three, GeLU FFNs two (up, down).
@@ -157,7 +157,7 @@ class Context:
         )
 
 
-def make_context(s: Scenario, gpu: GpuSpec) -> Context:
+def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
     m, c, t = s.model, s.cluster, s.training
     hw.check_precision(gpu, t.precision)
     moe = m.moe
@@ -224,7 +224,7 @@ def nic_rate(ctx: Context) -> float:
     return ctx.nic_bw_gpu * ROCE_FRAMING_EFF * (1.0 if ctx.routing == "adaptive" else DCQCN_HEADROOM_EFF)
 
 
-def _fabric_numbers(s: Scenario) -> dict[str, float]:
+def _fabric_numbers(s: ScenarioSpec) -> dict[str, float]:
     """NVLink domain, leaf and pod sizes and per-tier oversubscription from the scenario's topology."""
     c = s.cluster
     gpn = float(min(c.gpus_per_node, c.gpus))

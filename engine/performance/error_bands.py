@@ -13,6 +13,7 @@ GPU-hours, $/run) in predicted / [p90, p10].
 from __future__ import annotations
 
 import json
+import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -79,3 +80,25 @@ def figure_intervals(figures: Mapping[str, float | None], band: tuple[float, flo
         elif key in DURATION_FIGURES:
             out[key] = [value / hi, value / lo]
     return out
+
+
+def difference_error(table: Mapping[str, Any] | None = None) -> float | None:
+    """The model's error on differences (|log| of a ratio, 80% of the scaling series' size steps within it), or
+    None when the table has none."""
+    entry = (table if table is not None else shipped_error_bands()).get("differences") or {}
+    value = entry.get("abs_log_error")
+    return float(value) if value is not None else None
+
+
+def beyond_model_error(figure: str, baseline: float | None, value: float | None,
+                       table: Mapping[str, Any] | None = None) -> bool | None:
+    """Whether ``value`` differs from ``baseline`` by more than the model's error on differences: for a figure
+    that scales with per-GPU throughput or with run length (THROUGHPUT_FIGURES, DURATION_FIGURES), |log(value /
+    baseline)| > :func:`difference_error`. None where that cannot be said (another figure, a missing or
+    non-positive value, no difference band)."""
+    if figure not in THROUGHPUT_FIGURES and figure not in DURATION_FIGURES:
+        return None
+    limit = difference_error(table)
+    if limit is None or baseline is None or value is None or baseline <= 0 or value <= 0:
+        return None
+    return abs(math.log(value / baseline)) > limit

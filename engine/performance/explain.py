@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.api import candidate_layouts, rank_layouts
@@ -27,7 +27,7 @@ from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate, step_terms
 from engine.performance.terms.groups import fabric_groups
 from engine.performance.terms.memory import usable_memory_bytes
-from engine.schema.types import Scenario
+from engine.schema.types import ScenarioSpec
 
 # unit of a number by the suffix of its key (the first that matches)
 UNIT_SUFFIXES = {
@@ -96,7 +96,7 @@ def _groups_json(ctx: Context, lay: Layouts) -> dict[str, Any]:
             for g, p in groups.placements.items()}
 
 
-def explain(scenario: Mapping[str, Any] | Scenario, catalog: Catalog | None = None,
+def explain(scenario: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems | None = None,
             layout: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every term of one layout of ``scenario`` (``predict``'s pick, or the best matching ``layout``, given as
     ``Result.parallelism`` names it, any subset of its keys) as a JSON-able nested dict."""

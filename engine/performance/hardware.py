@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.catalog import Catalog, get_item
+from engine.catalog import CatalogItems, get_item
 from engine.errors import ScenarioError
 from engine.units import GIGA, TERA
 
@@ -215,7 +215,7 @@ def check_precision(gpu: GpuSpec, precision: str) -> None:
                             "(Blackwell: B200, B300, GB200, GB300); use bf16 or fp8")
 
 
-def gpu_spec(key: str, catalog: Catalog | None = None, field: str = "cluster.gpu") -> GpuSpec:
+def gpu_spec(key: str, catalog: CatalogItems | None = None, field: str = "cluster.gpu") -> GpuSpec:
     item = get_item(key, "gpu", field, catalog)
     specs: dict[str, Any] = item.get("specs", {})
     family = str(specs.get("family", "hopper"))

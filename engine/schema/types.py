@@ -1,7 +1,7 @@
 """The scenario's types, enums and defaults, defined once.
 
 The parser (:mod:`engine.document.parse`) is the only code that builds these objects from a document; every
-other engine module (fabric sizing, topology, performance, cost) reads the frozen :class:`Scenario` it returns.
+other engine module (fabric sizing, topology, performance, cost) reads the frozen :class:`ScenarioSpec` it returns.
 The document's fields (keys, defaults, enums, bounds) are declared in :mod:`.fields` and :mod:`.enums`; the
 writer :func:`scenario_to_dict` derives from that declaration.
 """
@@ -226,7 +226,7 @@ class FabricSettings:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class ScenarioSpec:
     model: ModelSpec
     training: TrainingSpec
     parallelism: ParallelismSpec
@@ -243,7 +243,7 @@ class Scenario:
 
     @property
     def topo(self) -> Topology:
-        """The topology (always present on a Scenario returned by parse_scenario)."""
+        """The topology (always present on a ScenarioSpec returned by parse_scenario)."""
         if self.topology is None:
             raise ScenarioError("cluster", "scenario was not parsed with parse_scenario (no topology)")
         return self.topology
@@ -275,7 +275,7 @@ def _parallelism(p: ParallelismSpec) -> Any:
     return par
 
 
-def scenario_to_dict(s: Scenario) -> dict[str, Any]:
+def scenario_to_dict(s: ScenarioSpec) -> dict[str, Any]:
     """The canonical document for ``s`` (defaults filled in; auto settings as ``"auto"``; optional settings that
     were left out stay out), written from the declaration (:mod:`.fields`)."""
     model = _section(s.model, "model")

@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.validation.bands import Residual, coverage, fit_bands, loso_bands, residuals_of
 from engine.validation.loso import loso_rows
 from engine.validation.registry import ROW_DERIVED_CONSTANTS, RowDerivedConstant, refit_hooks
 from engine.validation.rows import ValidationRow, validation_rows
 from engine.validation.runs import RUN_SETS, RunSet, load_runs
-from engine.validation.scaling import ScalingSeries, scaling_series
+from engine.validation.scaling import ScalingSeries, difference_band, scaling_series
 
 RunProgress = Callable[[list[dict[str, Any]]], Iterable[dict[str, Any]]]
 
@@ -68,14 +68,14 @@ class Evaluation:
         return sorted(out.values(), key=lambda e: e["source"])
 
 
-def _predict(runs: list[dict[str, Any]], catalog: Catalog | None, progress: RunProgress | None) -> list[ValidationRow]:
+def _predict(runs: list[dict[str, Any]], catalog: CatalogItems | None, progress: RunProgress | None) -> list[ValidationRow]:
     rows: list[ValidationRow] = []
     for run in progress(runs) if progress is not None else runs:
         rows.extend(validation_rows([run], catalog=catalog))
     return rows
 
 
-def evaluate_sets(run_sets: Sequence[RunSet] = RUN_SETS, catalog: Catalog | None = None,
+def evaluate_sets(run_sets: Sequence[RunSet] = RUN_SETS, catalog: CatalogItems | None = None,
              constants: Sequence[RowDerivedConstant] = ROW_DERIVED_CONSTANTS,
              progress: RunProgress | None = None) -> Evaluation:
     """Predict every run of every set (``progress`` may wrap the run list, e.g. with tqdm) and derive the rest."""
@@ -90,5 +90,10 @@ def evaluate_sets(run_sets: Sequence[RunSet] = RUN_SETS, catalog: Catalog | None
         sets.append(SetResult(rs, runs, in_sample[start:end], loso[start:end]))
         start = end
     residuals = residuals_of(loso)
+    series = scaling_series(all_runs, loso)
+    table = fit_bands(residuals)
+    differences = difference_band(series)
+    if differences:
+        table["differences"] = differences
     return Evaluation(sets=sets, constants=constants, residuals=residuals, loso_band=loso_bands(residuals),
-                      table=fit_bands(residuals), series=scaling_series(all_runs, loso))
+                      table=table, series=series)

@@ -1,5 +1,5 @@
 """docs/img/validation_scaling.png: measured against predicted change of per-GPU throughput per scaling
-series. matplotlib is optional (not a dependency of the project): without it nothing is drawn."""
+series. matplotlib is optional at run time (a dev dependency, pyproject.toml): without it nothing is drawn."""
 
 from __future__ import annotations
 

@@ -7,12 +7,11 @@ source being predicted. That is this registry: one :class:`RowDerivedConstant` p
 ``refit`` hook (a context manager that sets the constant from the runs it is given for the duration of a
 ``with`` block, e.g. through a catalog override of a family constant, and puts it back after).
 
-Today no constant has a refit hook: nothing is refit from rows, so LOSO predictions equal the in-sample
-ones. The entries below are constants whose stated source (their comment in engine/performance, or
+The entries below are constants whose stated source (their comment in engine/performance, or
 docs/performance-model.md) is a set of end-to-end training rows rather than a component measurement. They
-were set once, by hand, from those rows: "grounded on end-to-end rows", a defect to fix (give each a
-component measurement, or a refit hook so that LOSO can take its sources out). Until then the in-sample and
-LOSO errors of their sources are calibration errors, not validation errors.
+were set once, by hand, from those rows: "grounded on end-to-end rows", a defect still (each wants a component
+measurement). Every one has a refit hook (refit.py): leave-one-source-out sets it again from the rows of the
+other sources, so the LOSO error of a calibration source's rows is a validation error, not a calibration one.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
+
+from engine.validation.refit import gemm_eff_refit, noop_refit, tp_overlap_refit
 
 # sets a constant from the given runs (scenario + measured + source) while the with-block runs
 RefitHook = Callable[[Sequence[dict[str, Any]]], AbstractContextManager[None]]
@@ -40,6 +41,8 @@ class RowDerivedConstant:
         return self.refit is not None
 
 
+_FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md"
+_NEMO_2412 = "NVIDIA NeMo Framework 24.12 performance summary"
 _REFERENCE_TP_SOURCES = ("arXiv 2104.04473", "arXiv 2205.05198", "arXiv 2407.21783",
                          "NVIDIA NeMo Framework 24.12 performance summary")
 
@@ -51,6 +54,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         grounded_on="calibrated against the reference set's A100 rows with every other term in place: "
                     "5 Megatron SC21 rows (Table 1) + 4 Korthikanti et al. rows (Table 5)",
         sources=("arXiv 2104.04473", "arXiv 2205.05198"),
+        refit=gemm_eff_refit("ampere", "gemm_eff_bf16", "bf16", ("arXiv 2104.04473", "arXiv 2205.05198")),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["hopper"]["gemm_eff_bf16"]',
@@ -59,6 +63,8 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         grounded_on="calibrated against the reference set's H100 bf16 rows: Llama 3 405B (Table 4) and "
                     "MPT-13B (LLM Foundry benchmark table)",
         sources=("arXiv 2407.21783", "mosaicml/llm-foundry scripts/train/benchmarking/README.md"),
+        refit=gemm_eff_refit("hopper", "gemm_eff_bf16", "bf16", ("arXiv 2407.21783", _FOUNDRY),
+                             followers=("blackwell",)),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"]',
@@ -67,6 +73,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         grounded_on="calibrated with the two NeMo 24.12 fp8 rows of the reference set (GPT-3 175B on 128 "
                     "H100, Llama 3 70B on 64 H100)",
         sources=("NVIDIA NeMo Framework 24.12 performance summary",),
+        refit=gemm_eff_refit("hopper", "gemm_eff_fp8", "fp8", (_NEMO_2412,), followers=("blackwell",)),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["blackwell"]["gemm_eff_bf16"], ["gemm_eff_fp8"]',
@@ -76,15 +83,17 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
                     "for a common-sign bias (a decision taken on rows, no value fitted)",
         sources=("arXiv 2407.21783", "mosaicml/llm-foundry scripts/train/benchmarking/README.md",
                  "NVIDIA NeMo Framework 24.12 performance summary"),
+        refit=noop_refit,  # follows the Hopper refits above (their followers)
     ),
     RowDerivedConstant(
-        name='frameworks.PROFILES["megatron-core"].tp_overlap (also hardware.TP_OVERLAP)',
+        name='frameworks.PROFILES["megatron-core"].tp_overlap',
         where="engine/performance/frameworks.py",
         value="0.3",
         grounded_on='"calibrated once on the public set" (frameworks.py; docs/performance-model.md sections '
                     "3b and 8: the one value calibrated on the public set); applies to every auto layout with "
-                    "TP or PP. hardware.TP_OVERLAP repeats it with a benchmark rationale but is not read",
+                    "TP or PP",
         sources=_REFERENCE_TP_SOURCES,
+        refit=tp_overlap_refit(_REFERENCE_TP_SOURCES),
     ),
 )
 

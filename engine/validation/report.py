@@ -12,6 +12,7 @@ from engine.validation.evaluate import Evaluation, SetResult
 from engine.validation.notes import SET_TEXT
 from engine.validation.registry import grounded_sources
 from engine.validation.rows import ValidationRow, summary, worst_row
+from engine.validation.runs import source_key
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where manage.py validation_report writes docs/ by default
 BAD_ROW = 0.25  # the overview counts rows worse than this
@@ -73,6 +74,11 @@ def _headline(ev: Evaluation, name: str, s: SetResult) -> str:
 
 def _grounded_line(ev: Evaluation, s: SetResult) -> str:
     grounded = grounded_sources(ev.constants)
+    if not grounded:
+        calibrating = {src for c in ev.constants for src in c.sources}
+        n = sum(1 for r in s.rows if r.source_key in {source_key(x) for x in calibrating})
+        return (f"Rows whose own source sets a row-derived constant: {n} of {len(s.rows)} (their LOSO figures use "
+                "that constant refit without them).")
     n = sum(1 for r in s.rows if r.source_key in grounded)
     return (f"Rows whose own source set a constant that LOSO cannot refit: {n} of {len(s.rows)} (for those rows "
             "the in-sample and LOSO errors are calibration errors).")
@@ -105,11 +111,9 @@ def _constants_section(ev: Evaluation) -> list[str]:
         "",
         "The rule (issue #22): constants come from component measurements; published runs only validate. The",
         "registry (engine/validation/registry.py) lists every engine constant whose stated source is a set of",
-        "end-to-end training rows, with the hook that would refit it leave-one-source-out. **None has a refit",
-        "hook, so nothing is refit without a source's rows and every LOSO figure above equals its in-sample",
-        "figure.** The constants below were set by hand from the rows of the sources named: a defect to fix",
-        "(a component measurement for each, or a refit hook). Until then LOSO cannot take them out, and the",
-        "errors of those sources' rows are calibration errors, not validation errors.",
+        "end-to-end training rows, with the hook that refits it leave-one-source-out.",
+        "",
+        *(_refit_text(ev)),
         "",
         "| constant | where | value | set from | sources | refit hook |",
         "|---|---|---|---|---|---|",
@@ -119,6 +123,19 @@ def _constants_section(ev: Evaluation) -> list[str]:
                      f"{'yes' if c.has_refit else 'none'} |")
     lines.append("")
     return lines
+
+
+def _refit_text(ev: Evaluation) -> list[str]:
+    if not ev.refit:
+        return ["**None has a refit hook, so nothing is refit without a source's rows and every LOSO figure above",
+                "equals its in-sample figure.** The constants below were set by hand from the rows of the sources",
+                "named: their sources' errors are calibration errors, not validation errors."]
+    return ["**Every constant below has a refit hook (engine/validation/refit.py): for each held-out source it is",
+            "solved again, from the reference-set rows of the remaining sources on its GPU family and precision,",
+            "so that those rows are unbiased (mean log residual 0), and the held-out source's rows are predicted",
+            "with it.** The LOSO columns are therefore validation errors for every row, the calibration sources'",
+            "included. The constants are still set from end-to-end rows (a defect: each wants a component",
+            "measurement); the gap between a calibration source's in-sample and LOSO error is what that costs."]
 
 
 def _set_section(ev: Evaluation, s: SetResult) -> list[str]:
@@ -213,6 +230,16 @@ def _scaling_section(ev: Evaluation, plot: Path | None) -> list[str]:
             f"{sum(1 for g in gaps if g > 0)} of {len(gaps)} positive (scale under-charged), largest "
             f"{max(gaps):+.1f}, smallest {min(gaps):+.1f}.**",
         ]
+        diff = ev.table.get("differences") or {}
+        if diff:
+            lines += [
+                "",
+                f"**Error on differences:** 80% of these steps' predicted changes are within a factor "
+                f"{diff['ratio']:.3f} (|log| {diff['abs_log_error']:.3f}) of the measured change. A comparison "
+                "(API `beyond_model_error`, the compare page) calls two scenarios' throughput, step time, "
+                "time-to-train or $/run different beyond the model's error only when they differ by more than "
+                "that (error_bands.json `differences`).",
+            ]
     if plot is not None:
         rel = plot.relative_to(REPO_ROOT / "docs") if plot.is_relative_to(REPO_ROOT / "docs") else plot
         lines += ["", f"![measured vs predicted per-GPU throughput change per series]({rel.as_posix()})"]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.catalog import Catalog
+from engine.catalog import CatalogItems
 from engine.performance.api import predict
 from engine.performance.result import Result
 from engine.validation.runs import COMPARABLE, TIME_LIKE, load_runs, source_key
@@ -76,7 +76,7 @@ def _figure(result: Result, key: str) -> float:
     return float(value) if value is not None else float("nan")
 
 
-def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: Catalog | None = None) -> list[ValidationRow]:
+def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: CatalogItems | None = None) -> list[ValidationRow]:
     rows: list[ValidationRow] = []
     for run in runs if runs is not None else load_runs():
         measured: dict[str, float] = run["measured"]

@@ -13,9 +13,12 @@ ratio (``ValidationRow.throughput_ratio``), so rows that measured different quan
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from engine.validation.rows import ValidationRow
 from engine.validation.runs import source_key
@@ -78,3 +81,27 @@ def scaling_series(runs: Sequence[dict[str, Any]], rows: Sequence[ValidationRow]
         out.append(ScalingSeries(str(base_run["scenario"]["model"].get("name", base.run_id)), base.source_key,
                                  str(base_run["scenario"]["cluster"]["gpu"]), base.run_id, base.gpus, points))
     return sorted(out, key=lambda s: (s.source, s.name, s.gpu))
+
+
+DIFFERENCE_COVERAGE = 0.8  # the share of the steps' change errors the difference band holds
+
+
+def change_errors(series: Sequence[ScalingSeries]) -> list[float]:
+    """log(predicted / measured) of each size step's per-GPU throughput change: the engine's error on a
+    difference between two scenarios of one model (0: it predicted the change exactly)."""
+    return [math.log((1.0 + p.predicted_change) / (1.0 + p.measured_change)) for s in series for p in s.points]
+
+
+def difference_band(series: Sequence[ScalingSeries]) -> dict[str, Any]:
+    """The error on differences for error_bands.json: the 80th percentile of |change error| over the scaling
+    steps (linear interpolation between order statistics), as a ratio: two predictions whose per-GPU throughput
+    (or duration) differ by more than that factor differ by more than the model's error on differences."""
+    errors = [abs(e) for e in change_errors(series)]
+    if not errors:
+        return {}
+    q = float(np.quantile(errors, DIFFERENCE_COVERAGE))  # numpy's default: linear between order statistics
+    return {"coverage": DIFFERENCE_COVERAGE, "steps": len(errors), "abs_log_error": round(q, 6),
+            "ratio": round(math.exp(q), 6),
+            "about": "80th percentile of |log(predicted change / measured change)| of per-GPU throughput over the "
+                     "size steps of the scaling series (engine/validation/scaling.py); a comparison marks a change "
+                     "as beyond the model's error when |log(value / baseline)| exceeds abs_log_error"}

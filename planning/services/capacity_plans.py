@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.models import Team
-from core.errors import ValidationError
+from core.errors import ValidationError, engine_error
 from engine.errors import ScenarioError
 from engine.fleet.plan import parse_plan
 from planning import changelog
@@ -76,7 +76,7 @@ def capacity_plan_validate(document: Any) -> None:
     try:
         parse_plan(document)
     except ScenarioError as exc:
-        raise ValidationError({f"document.{exc.field}" if exc.field else "document": [exc.message]}) from None
+        raise engine_error(exc, f"document.{exc.field}" if exc.field else "document") from None
 
 
 def _clean(data: Mapping[str, Any], *, creating: bool, team_id: int,

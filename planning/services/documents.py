@@ -10,17 +10,17 @@ from core.errors import ValidationError
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
-from engine.schema.types import Scenario as EngineScenario
+from engine.schema.types import ScenarioSpec
 from planning.models import Fleet, Workload
 
 
 def document_validate(
     *, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None
-) -> EngineScenario:
+) -> ScenarioSpec:
     """Check a full engine document with the engine's own rules; 400-style errors name the field.
 
     Save-time validation is the engine's parser (as :func:`engine.document.validate.validate_scenario`), so
-    this returns what it parsed — the engine :class:`~engine.schema.types.Scenario`, fabric sized — and a
+    this returns what it parsed — the engine :class:`~engine.schema.types.ScenarioSpec`, fabric sized — and a
     caller that goes on to run the engine in the same request hands it that instead of parsing again.
     """
     try:

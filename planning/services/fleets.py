@@ -27,6 +27,7 @@ def _validate_fleet(data: Mapping[str, Any], *, prefix: str = "",
                     catalog: Mapping[str, Any] | None = None) -> None:
     """Check fleet fields; ``catalog`` (resolved values) saves the lookup when many fleets are checked."""
     errors: dict[str, list[str]] = {}
+    codes: dict[str, str] = {}
     if "name" in data and not str(data["name"] or "").strip():
         errors[prefix + "name"] = ["This field is required."]
     for f, bound in FLEET_BOUNDS.items():
@@ -35,6 +36,7 @@ def _validate_fleet(data: Mapping[str, Any], *, prefix: str = "",
                 check_field(data[f], bound)
             except ScenarioError as exc:
                 errors[prefix + f] = [exc.message]
+                codes[prefix + f] = exc.code
     for f, allowed in (("fabric", FABRICS), ("topology", TOPOLOGIES)):  # the engine's enums, not a copy
         if f in data and data[f] not in allowed:
             errors[prefix + f] = [f"must be one of {', '.join(allowed)}"]
@@ -45,7 +47,7 @@ def _validate_fleet(data: Mapping[str, Any], *, prefix: str = "",
             known = ", ".join(sorted(k for k, v in cat.items() if v.get("kind") == "server"))
             errors[prefix + "server_model"] = [f"unknown server {data['server_model']!r}; known: {known}"]
     if errors:
-        raise ValidationError(errors)
+        raise ValidationError(errors, codes=codes)
 
 
 def fleet_create(*, team: Team, user: Any, **fields: Any) -> Fleet:

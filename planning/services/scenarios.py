@@ -11,7 +11,7 @@ from django.db import transaction
 
 from accounts.models import Team
 from core.errors import ValidationError
-from engine.schema.types import Scenario as EngineScenario
+from engine.schema.types import ScenarioSpec
 from planning import changelog
 from planning.models import CatalogVersion, Fleet, ObjectChange, Scenario, Workload
 from planning.services.calibration import scenario_calibration
@@ -55,7 +55,7 @@ class _CheckedDocument:
 
     document: dict[str, Any]
     catalog: dict[str, dict[str, Any]]
-    parsed: EngineScenario
+    parsed: ScenarioSpec
 
 
 def _validate_scenario_document(

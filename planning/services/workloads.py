@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.models import Team
-from core.errors import ValidationError
+from core.errors import ValidationError, engine_error
 from engine.document.workload import validate_workload
 from engine.errors import ScenarioError
 from planning import changelog
@@ -34,7 +34,7 @@ def _validate_sections(model: Any, training: Any, parallelism: Any) -> None:
     try:
         validate_workload(model, training, parallelism)
     except ScenarioError as exc:
-        raise ValidationError({exc.field: [exc.message]}) from None
+        raise engine_error(exc) from None
 
 
 def workload_create(*, team: Team, user: Any, **fields: Any) -> Workload:

@@ -10,7 +10,7 @@ from django import template
 from django.forms import BoundField
 
 from portal.charts import metric as _metric
-from portal.panels import result_fits
+from simulations.results import result_fits
 
 register = template.Library()
 

@@ -30,7 +30,8 @@ from planning.models import CapacityPlan, Catalog
 from planning.services import capacity_plans as plan_services
 from simulations import reports
 from simulations.api.filtersets import CapacityPlanFilterSet
-from simulations.api.serializers import SimulationRunSerializer, error_responses
+from simulations.api.schemas import error_responses
+from simulations.api.serializers import SimulationRunSerializer
 from simulations.api.views import IDEMPOTENCY_PARAM
 from simulations.models import RunStatus, SimulationRun
 from simulations.services.capacity_plans import (

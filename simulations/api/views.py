@@ -26,19 +26,23 @@ from planning.api.views import ScenarioViewSet
 from planning.models import Scenario
 from simulations import reports, selectors, services
 from simulations.api.filtersets import ReEvaluationFilterSet, ReportFilterSet, RunFilterSet, SweepFilterSet
-from simulations.api.serializers import (
+from simulations.api.schemas import (
     LOCATION_HEADER,
     RUN_RESULT,
     CompareExportSerializer,
     CompareTableSerializer,
     LineItemsExportSerializer,
-    PreviewRequestSerializer,
     PreviewResponseSerializer,
+    RunNotReadySerializer,
+    RunSubmitResponseSerializer,
+    error_responses,
+    export_responses,
+)
+from simulations.api.serializers import (
+    PreviewRequestSerializer,
     ReEvaluationSerializer,
     ReportSerializer,
-    RunNotReadySerializer,
     RunSubmitForScenarioSerializer,
-    RunSubmitResponseSerializer,
     RunSubmitSerializer,
     ScenarioWithStudySerializer,
     SimulationRunDetailSerializer,
@@ -46,8 +50,6 @@ from simulations.api.serializers import (
     SweepForScenarioSerializer,
     SweepSerializer,
     SweepSubmitSerializer,
-    error_responses,
-    export_responses,
 )
 from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
 from simulations.services.fabric import scenario_fabric_fields

@@ -23,9 +23,11 @@ from typing import Any
 import pandas as pd
 
 from core.errors import ValidationError
+from engine.performance.error_bands import beyond_model_error, difference_error
 from simulations import metrics as registry
 from simulations.models import Report, RunStatus, SimulationRun
 from simulations.reports.statement import cost_statement, run_figures, run_metrics, to_cents, usd
+from simulations.results import result_fits
 
 __all__ = ["cost_statement", "run_figures", "run_metrics"]  # the statement's names, read through this module too
 
@@ -144,9 +146,13 @@ def compare_runs(
             "values": {str(r.pk): _num(row[f"run:{r.pk}"]) for r in ordered},
             "delta": {str(r.pk): _num(row[f"delta:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
             "delta_pct": {str(r.pk): _num(row[f"delta_pct:{r.pk}"]) for r in ordered if r.pk != baseline.pk},
+            # true: the change is larger than the engine's error on differences (error_bands.json "differences")
+            "beyond_model_error": {str(r.pk): beyond_model_error(str(metric).rsplit(".", 1)[-1],
+                                                                 _num(row[f"run:{baseline.pk}"]), _num(row[f"run:{r.pk}"]))
+                                   for r in ordered if r.pk != baseline.pk},
         })
     return {"baseline": baseline.pk, "runs": [r.pk for r in ordered], "comparison_id": comparison_id(runs, baseline),
-            "columns": columns, "rows": rows}
+            "model_error_on_differences": difference_error(), "columns": columns, "rows": rows}
 
 
 def compare_table(*, runs: Sequence[SimulationRun], baseline: SimulationRun,
@@ -412,11 +418,7 @@ FITS_ROW = "fits_in_gpu_memory"
 def run_fits(run: SimulationRun) -> bool | None:
     """``False`` when the run's result says it does not fit in GPU memory (predict/search top level, tco
     under ``performance``), ``True`` when it fits, None when unknown."""
-    result: Mapping[str, Any] = run.result if isinstance(run.result, Mapping) else {}
-    section = result.get("performance")
-    perf: Mapping[str, Any] = section if isinstance(section, Mapping) else result
-    fits = perf.get("fits")
-    return fits if isinstance(fits, bool) else None
+    return result_fits(run.result)
 
 
 def fits_text(run: SimulationRun) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from core.errors import ValidationError
+from core.errors import ValidationError, engine_error
 from engine.errors import ScenarioError
 from engine.fleet.estimate import PlanEstimate, check_plan, estimate_plan
 from engine.fleet.metrics import summarize_compact
@@ -67,7 +67,7 @@ def _parsed(document: Mapping[str, Any], values: Mapping[str, Any]) -> Plan:
     try:
         return parse_plan(document, values)
     except ScenarioError as exc:
-        raise ValidationError({f"document.{exc.field}": [exc.message]}) from None
+        raise engine_error(exc, f"document.{exc.field}") from None
 
 
 def _largest_fitting(plan: Plan, replications: int, search: bool, budget: float) -> int:
@@ -99,7 +99,7 @@ def plan_admit(*, plan: Plan, replications: int, search: bool, field: str) -> Pl
                        "the run budget FP_RUN_BUDGET_S; even one replication does not fit: shorten horizon_days, "
                        "lower the arrival rates" + (" or set params.search to false" if search else ""))
     except ScenarioError as exc:
-        raise ValidationError({exc.field: [exc.message]}) from None
+        raise engine_error(exc) from None
     return estimate
 
 

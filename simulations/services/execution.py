@@ -94,9 +94,10 @@ def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params
     return jsonable(result)
 
 
-def _with_way_out(message: str, field: str, run_id: int) -> str:
-    """A dead-end layout error gains the planner's way out (nearest GPU counts that work, or N of M + spares)."""
-    if not is_layout_dead_end(error=message, field=field):
+def _with_way_out(message: str, field: str, run_id: int, code: str = "") -> str:
+    """A dead-end layout error (decided by the engine's code, else its field) gains the planner's way out
+    (nearest GPU counts that work, or N of M + spares)."""
+    if not is_layout_dead_end(field=field, code=code):
         return message
     snap = SimulationRun.objects.filter(pk=run_id).values_list("input_snapshot", flat=True).first() or {}
     document = snap.get("document") if isinstance(snap, Mapping) else None
@@ -249,7 +250,7 @@ def _execute_claimed(run: SimulationRun, token: str, beat: Heartbeat) -> None:
     except ValueError as exc:  # engine ScenarioError / CatalogError name the field
         field = str(getattr(exc, "field", "") or "")
         message = str(getattr(exc, "message", "") or exc)
-        message = _with_way_out(message, field, run_id)
+        message = _with_way_out(message, field, run_id, str(getattr(exc, "code", "") or ""))
         finish(status=RunStatus.FAILED, error=message[:5000], error_field=field[:120], progress=100,
                progress_message="failed")
     except Exception as exc:

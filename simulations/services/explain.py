@@ -14,15 +14,9 @@ from typing import Any
 from engine.errors import ScenarioError
 from engine.performance.explain import explain, unit_of
 from simulations.models import RunKind, RunStatus, SimulationRun
+from simulations.results import performance_of
 
 EXPLAINED_KINDS = (RunKind.PREDICT, RunKind.SEARCH, RunKind.TCO)
-
-
-def _performance(result: Any) -> Mapping[str, Any]:
-    if not isinstance(result, Mapping):
-        return {}
-    perf = result.get("performance")
-    return perf if isinstance(perf, Mapping) else result
 
 
 def _rows(node: Any, path: str, unit: str | None, out: list[dict[str, Any]]) -> None:
@@ -42,7 +36,7 @@ def run_explain(*, run: SimulationRun) -> dict[str, Any] | None:
     """Every term of the run's layout, or None when there is nothing to explain (other kinds, unfinished, unfit)."""
     if run.kind not in EXPLAINED_KINDS or run.status != RunStatus.SUCCEEDED:
         return None
-    perf = _performance(run.result)
+    perf = performance_of(run.result)
     snap = run.input_snapshot if isinstance(run.input_snapshot, Mapping) else {}
     document, catalog = snap.get("document"), snap.get("catalog_values")
     if not perf.get("fits") or not isinstance(perf.get("parallelism"), Mapping) or not isinstance(document, Mapping):

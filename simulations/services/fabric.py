@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.errors import ValidationError
+from core.errors import ValidationError, engine_error
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.fabric.pinned_study import compact_study, describe, routing_source
@@ -25,8 +25,7 @@ from engine.flowsim.placement import GROUPS, JOB_PLACEMENTS
 from engine.flowsim.study import STANDARD_VARIANTS, estimate_study, study
 from engine.flowsim.traffic import TRAFFIC
 from engine.schema.bounds import check_estimate
-from engine.schema.types import ROUTINGS
-from engine.schema.types import Scenario as EngineScenario
+from engine.schema.types import ROUTINGS, ScenarioSpec
 from planning import services as planning
 from planning.models import Scenario
 from simulations import limits
@@ -152,16 +151,16 @@ ENGINE_FIELDS = {**{name: f"params.{name}" for name in FABRIC_PARAMS}, "group": 
 
 
 def _engine_error(exc: ScenarioError) -> ValidationError:
-    return ValidationError({ENGINE_FIELDS.get(exc.field, exc.field): [exc.message]})
+    return engine_error(exc, ENGINE_FIELDS.get(exc.field, exc.field))
 
 
-def fabric_estimate(document: Mapping[str, Any] | EngineScenario, catalog: Mapping[str, Any] | None,
+def fabric_estimate(document: Mapping[str, Any] | ScenarioSpec, catalog: Mapping[str, Any] | None,
                     params: Mapping[str, Any]) -> list[tuple[str, SimulationEstimate]]:
     """``(variant, estimate)`` of the study ``params`` describe, without simulating: the engine's own checks
     (ranks that fit the cluster and the layout, placement, fragmentation, traffic groups...) as 400s naming
     ``params.<field>``, exactly what the run would fail on."""
     options = {k: params[k] for k in ("fragmentation", "background", "channels", "seed") if k in params}
-    doc = document if isinstance(document, EngineScenario) else dict(document)
+    doc = document if isinstance(document, ScenarioSpec) else dict(document)
     try:
         return estimate_study(doc, params.get("traffic", "ring-allreduce"), ranks=params.get("ranks"),
                               placement=params.get("placement", "packed"),
@@ -172,7 +171,7 @@ def fabric_estimate(document: Mapping[str, Any] | EngineScenario, catalog: Mappi
         raise _engine_error(exc) from None
 
 
-def fabric_admit(*, document: Mapping[str, Any] | EngineScenario, catalog: Mapping[str, Any] | None,
+def fabric_admit(*, document: Mapping[str, Any] | ScenarioSpec, catalog: Mapping[str, Any] | None,
                  params: Mapping[str, Any]) -> dict[str, Any]:
     """Refuse (400 naming the field and the estimate) a study that cannot finish inside one run: flows or memory
     past the engine's ceilings or ``FP_RUN_MAX_MEMORY_MB``, or time past ``FP_RUN_BUDGET_S``. Returns the

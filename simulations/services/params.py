@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.errors import ValidationError
+from core.errors import ValidationError, engine_error
 from engine.errors import ScenarioError
 from engine.schema.bounds import check_int
 from simulations.models import RunKind
@@ -27,7 +27,7 @@ def bounded_int(value: Any, field: str, lo: int | None = None, hi: int | None = 
     try:
         return check_int(value, field, lo, hi)
     except ScenarioError as exc:
-        raise ValidationError({field: [exc.message]}) from None
+        raise engine_error(exc, field) from None
 
 
 def strict_bool(value: Any, field: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from engine.cost.tco import tco
 from engine.document.parse import parse_scenario
 from engine.performance.api import predict
-from engine.schema.types import Scenario as EngineScenario
+from engine.schema.types import ScenarioSpec
 from planning import services as planning
 from simulations import metrics
 from simulations.services.hashing import engine_version, jsonable
@@ -20,7 +20,7 @@ PREVIEW_FIELDS = (*(m.key for m in metrics.PREVIEW if m.path.startswith(metrics.
 PREVIEW_COSTS = tuple(m.path.removeprefix("tco.") for m in metrics.PREVIEW if m.path.startswith("tco."))
 
 
-def preview(*, document: Mapping[str, Any] | EngineScenario,
+def preview(*, document: Mapping[str, Any] | ScenarioSpec,
             catalog: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A synchronous quick estimate for live forms: performance + the headline cost figures.
 
@@ -30,7 +30,7 @@ def preview(*, document: Mapping[str, Any] | EngineScenario,
     """
     started = time.perf_counter()
     cat = dict(catalog) if catalog is not None else planning.catalog_resolve(catalog=None)[1]
-    if isinstance(document, EngineScenario):
+    if isinstance(document, ScenarioSpec):
         scenario = document
     else:
         scenario = parse_scenario(json.loads(json.dumps(dict(document))), cat)

@@ -29,6 +29,19 @@ def test_400_names_the_field(make_user, api_client_for) -> None:
     resp = api_client_for(make_user("finance")).post("/api/v1/tokens/", {"name": ""}, format="json")
     assert resp.status_code == 400
     assert "name" in resp.json()["errors"]
+    # one machine code per message, DRF's own code for a serializer's field
+    assert resp.json()["codes"]["name"] == ["blank"]
+
+
+def test_domain_errors_keep_the_engine_code() -> None:
+    from core.api.errors import translate_domain_error
+    from core.errors import engine_error
+    from engine.errors import NO_LAYOUT, ScenarioError
+
+    exc = translate_domain_error(engine_error(ScenarioError("parallelism", "no layout fits", NO_LAYOUT),
+                                              "document.parallelism"))
+    assert exc.get_codes() == {"document.parallelism": ["no_layout"]}
+    assert str(exc.detail["document.parallelism"][0]) == "no layout fits"
 
 
 def test_flatten_nested_errors() -> None:

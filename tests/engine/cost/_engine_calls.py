@@ -3,7 +3,7 @@
 ``engine_calls()`` wraps, at the defining module and at every loaded module that imported it by name:
 
 * ``engine.document.parse.parse_scenario`` — ``parses``: calls given a document (a call given an already
-  parsed ``Scenario`` returns it as is; those are counted apart, as ``passthrough``);
+  parsed ``ScenarioSpec`` returns it as is; those are counted apart, as ``passthrough``);
 * ``engine.fabric.sizing.size_fabric`` — ``sizings``: the fabric sizing itself (switches, optics, cables),
   whoever asks for it (the parser's topology, or a cost model that would size again);
 * ``engine.performance.model.evaluate`` — ``evaluations``: one vectorised run of the performance model.
@@ -42,7 +42,7 @@ class EngineCalls:
 
     def __str__(self) -> str:
         return (f"{self.parses} parse(s), {self.sizings} fabric sizing(s), {self.evaluations} model evaluation(s)"
-                f" (+{self.passthrough} parse call(s) given an already parsed Scenario)")
+                f" (+{self.passthrough} parse call(s) given an already parsed ScenarioSpec)")
 
 
 @contextmanager
@@ -53,7 +53,7 @@ def engine_calls(*preload: str) -> Iterator[EngineCalls]:
     from engine.document import parse
     from engine.fabric import sizing
     from engine.performance import model
-    from engine.schema.types import Scenario
+    from engine.schema.types import ScenarioSpec
 
     calls = EngineCalls()
     # plans on the default catalog are memoised by their inputs; start cold so every sizing of this block counts
@@ -62,7 +62,7 @@ def engine_calls(*preload: str) -> Iterator[EngineCalls]:
     def counted_parse(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def wrapper(doc: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(doc, Scenario):
+            if isinstance(doc, ScenarioSpec):
                 calls.passthrough += 1
             else:
                 calls.parses += 1

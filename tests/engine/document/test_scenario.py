@@ -6,7 +6,7 @@ import pytest
 
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
-from engine.schema.types import Scenario, scenario_to_dict
+from engine.schema.types import ScenarioSpec, scenario_to_dict
 from tests.engine._scenarios import scenario
 
 
@@ -18,7 +18,7 @@ def err(doc: dict) -> ScenarioError:
 
 def test_parses_and_fills_defaults() -> None:
     s = parse_scenario(scenario())
-    assert isinstance(s, Scenario)
+    assert isinstance(s, ScenarioSpec)
     assert s.model.kv_heads == 64 and s.model.ffn_hidden == 24576
     assert s.parallelism.tp == 8 and s.parallelism.dp is None  # derived later
     c = s.cluster

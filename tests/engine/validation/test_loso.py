@@ -3,6 +3,7 @@ row's; with no hook the LOSO rows are the in-sample rows; the registry names rea
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 
 from engine.validation.loso import loso_rows
@@ -58,8 +59,13 @@ def test_without_a_refit_hook_loso_is_the_in_sample_rows() -> None:
     def never(batch):
         raise AssertionError("nothing to refit: no prediction")
 
-    assert loso_rows(runs, in_sample, ROW_DERIVED_CONSTANTS, never) == in_sample
-    assert refit_hooks() == []  # today: documented in the registry and in docs/validation.md
+    unhooked = [dataclasses.replace(c, refit=None) for c in ROW_DERIVED_CONSTANTS]
+    assert loso_rows(runs, in_sample, unhooked, never) == in_sample
+
+
+def test_every_row_derived_constant_has_a_refit_hook() -> None:
+    assert refit_hooks() == list(ROW_DERIVED_CONSTANTS)
+    assert grounded_sources() == set()
 
 
 def test_the_registry_names_sources_that_exist_in_the_sets() -> None:

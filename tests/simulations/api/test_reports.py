@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from typing import Any
 
 import pytest
@@ -42,6 +43,13 @@ def test_compare_deltas_against_baseline(world, three_runs, api_client_for) -> N
     assert step["delta_pct"][str(c.pk)] == pytest.approx((vc - vb) / vb * 100)
     assert str(b.pk) not in step["delta"]
     assert "tco.capex_usd" in rows and "fabric.switches.total" in rows
+    # Each change says whether it exceeds the engine's error on differences (measured on the scaling series):
+    # step time beyond it exactly when |log(value / baseline)| > model_error_on_differences
+    limit = body["model_error_on_differences"]
+    assert 0 < limit < 1
+    assert step["beyond_model_error"] == {str(a.pk): abs(math.log(va / vb)) > limit,
+                                          str(c.pk): abs(math.log(vc / vb)) > limit}
+    assert set(rows["tco.capex_usd"]["beyond_model_error"].values()) == {None}  # a bill of materials
     # Metrics as rows in a stable order: headline metrics first.
     assert body["rows"][0]["metric"].startswith(("step_time", "performance", "tco"))
     # The slash form and a metric filter work too.

@@ -4,7 +4,6 @@ failures, sweeps (expansion limit, aggregation), reaper, preview."""
 from __future__ import annotations
 
 import copy
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -306,28 +305,36 @@ def test_reaper_requeues_stuck_runs(world, fake_engine, monkeypatch) -> None:
     assert dying.status == "failed" and "gave up" in dying.error
 
 
-def test_preview_is_fast_and_names_bad_fields(world, api_client_for) -> None:
+def test_preview_answers_and_names_bad_fields_with_their_codes(world, api_client_for) -> None:
+    """How fast the preview answers is measured by ``make bench`` (benchmarks/), not asserted here."""
     from planning import services as planning
 
     client = api_client_for(world["users"]["viewer"])
     doc = planning.scenario_document(scenario=world["x"]["scenario"])
-    client.post("/api/v1/preview/", {"document": doc}, format="json")  # warm imports
-    started = time.perf_counter()
     r = client.post("/api/v1/preview/", {"document": doc}, format="json")
-    elapsed = time.perf_counter() - started
     assert r.status_code == 200, r.content
     body = r.json()
     for key in ("step_time_s", "mfu", "network_wait_fraction", "time_to_train_days", "server_time_ms"):
         assert key in body
-    assert body["server_time_ms"] < 1000 and elapsed < 2.0
     r = client.post("/api/v1/preview/", {"scenario": world["x"]["scenario"].pk,
                                          "overrides": {"cluster.nic_gbps": 400}}, format="json")
     assert r.status_code == 200
     bad = {**doc, "cluster": {**doc["cluster"], "gpus": -5}}
     r = client.post("/api/v1/preview/", {"document": bad}, format="json")
-    assert r.status_code == 400 and any(k.startswith("cluster") for k in r.json()["errors"])
+    assert r.status_code == 400
+    body = r.json()
+    assert "cluster.gpus" in body["errors"]
+    # the engine's machine code travels beside the message, one code per message
+    assert body["codes"]["cluster.gpus"] == ["out_of_range"]
+    # a GPU count no layout can use: decided by its code, not its wording
+    odd = {**doc, "cluster": {**doc["cluster"], "gpus": 8 * 97}, "parallelism": {"tp": 8, "pp": 2}}
+    r = client.post("/api/v1/preview/", {"document": odd}, format="json")
+    assert r.status_code == 400, r.content
+    codes = {c for field_codes in r.json()["codes"].values() for c in field_codes}
+    assert codes & {"layout_conflict", "no_layout"}, r.json()
     r = client.post("/api/v1/preview/", {}, format="json")
     assert r.status_code == 400 and "document" in r.json()["errors"]
+    assert r.json()["codes"]["document"] == ["invalid"]
 
 
 def test_service_validation_errors_name_fields(world) -> None:
