@@ -245,6 +245,7 @@ def _parse_training(doc: Any) -> TrainingSpec:
                            if d.get("framework_release") is not None else None),
         expert_kernel=_choice(d, "expert_kernel", path),
         moe_dispatcher=_choice(d, "moe_dispatcher", path),
+        shard_group=_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
     )
 
 

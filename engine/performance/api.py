@@ -131,6 +131,7 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
     base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
     base = _filter(base, runs(base["zero"], "training.zero", t.zero, None))
+    base = _shard_groups(t.shard_group, base)
     sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
         raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
@@ -138,6 +139,20 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     return Layouts(tp=base["tp"], pp=base["pp"], dp=base["dp"], cp=base["cp"], ep=base["ep"], vpp=base["vpp"],
                    mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp),
                    dp_order=base["dp_order"])
+
+
+def _shard_groups(group: int | None, base: dict[str, Arr]) -> dict[str, Arr]:
+    """HSDP (training.shard_group): only layouts whose d c ranks the group divides and whose CP degree divides the
+    group (a shard group holds whole CP blocks); none left is a conflict naming the field."""
+    if group is None or len(base["tp"]) == 0:
+        return base
+    dpc = base["dp"] * base["cp"]
+    kept = _filter(base, (np.mod(dpc, group) == 0) & (np.mod(group, base["cp"]) == 0))
+    if len(kept["tp"]) == 0:
+        raise ScenarioError("training.shard_group", f"{group} ranks per shard group divides no layout's data x "
+                            "context parallel ranks (or holds no whole CP group): use a divisor of dp x cp that is "
+                            "a multiple of cp, or auto", LAYOUT_CONFLICT)
+    return kept
 
 
 def _dp_orders(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:

@@ -111,6 +111,7 @@ class Context:
     framework_release: str | None = None
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS
     attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
+    shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
 
     @property
     def attn_keys(self) -> float:
@@ -202,6 +203,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         fabric=c.fabric,
         framework=getattr(t, "framework", None),
         framework_release=getattr(t, "framework_release", None),
+        shard_group=float(getattr(t, "shard_group", None) or 0.0),
         nccl_algorithms=nccl_algorithms(getattr(t, "framework_release", None)),
         # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
         # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)

@@ -202,6 +202,14 @@ FIELDS: tuple[Field, ...] = (
     _f("training.tokens", "number", "Tokens to train, for time_to_train_days and gpu_hours", default=MANDATORY),
     _f("training.zero", "int", "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights",
        default=1, auto=True, write=AUTO_OR_VALUE),
+    _f("training.shard_group", "int", "ZeRO shard group (HSDP): data x context parallel ranks each ZeRO shard spans",
+       default=AUTO, auto=True, write=IF_SET, unset=None,
+       more="Hybrid sharding (PyTorch HSDP, torchtitan dp_shard, DeepSpeed ZeRO++ hpZ, Megatron-FSDP): the ZeRO "
+            "stage shards the model states over groups of this many consecutive data x context parallel ranks and "
+            "replicates them across the groups; the gradients of each shard are all-reduced across the replicas "
+            "once per step. A multiple of parallelism.cp that divides the data x context parallel ranks; `auto` = "
+            "all of them (plain ZeRO / FSDP). Written to the canonical document only when set "
+            "(docs/performance-model.md section 3a)"),
     _f("training.attention", "choice", "Attention kernel", default=AUTO, auto=True, choices=Attention,
        write=IF_SET,
        more="`auto` = the GPU family's default: `unfused` on Ampere (the A100-era production stacks), `flash` on "

@@ -160,6 +160,7 @@ class TrainingSpec:
     framework_release: str | None = None  # "YYYY-MM": the framework as it ran then; None = the current release
     expert_kernel: str | None = None  # an ExpertKernel value; None = auto (family and precision default)
     moe_dispatcher: str | None = None  # a MoeDispatcher value; None = auto (frameworks.moe_dispatcher)
+    shard_group: int | None = None  # ZeRO shard group size (HSDP); None = every data x context parallel rank
 
 
 @dataclass(frozen=True)

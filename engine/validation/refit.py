@@ -25,7 +25,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from engine.performance import frameworks
@@ -34,7 +34,8 @@ from engine.schema.enums import Framework
 from engine.validation.rows import validation_rows
 from engine.validation.runs import DEFAULT_RUNS, source_key
 
-RefitHook = Callable[[Sequence[dict[str, Any]]], Any]
+# sets a constant from the given runs (scenario + measured + source) while the with-block runs
+RefitHook = Callable[[Sequence[dict[str, Any]]], AbstractContextManager[None]]
 
 TOLERANCE = 0.002  # |mean log residual| at which a refit stops (0.2% of throughput)
 MAX_STEPS = 5  # row evaluations per refit at most

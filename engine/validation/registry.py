@@ -16,15 +16,10 @@ other sources, so the LOSO error of a calibration source's rows is a validation 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from engine.validation.refit import gemm_eff_refit, noop_refit, tp_overlap_refit
-
-# sets a constant from the given runs (scenario + measured + source) while the with-block runs
-RefitHook = Callable[[Sequence[dict[str, Any]]], AbstractContextManager[None]]
+from engine.validation.refit import RefitHook, gemm_eff_refit, noop_refit, tp_overlap_refit
 
 
 @dataclass(frozen=True)

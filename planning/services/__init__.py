@@ -42,7 +42,7 @@ from planning.services.documents import (
     document_validate,
     fleet_cluster,
     gpu_server_item,
-    set_path,
+    set_dotted,
 )
 from planning.services.fleets import fleet_create, fleet_delete, fleet_update
 from planning.services.imports import MAX_CSV_FIELD_CHARS, MAX_CSV_ROWS, catalog_items_import, fleets_import
@@ -98,7 +98,7 @@ __all__ = [
     "scenario_save",
     "scenario_sections",
     "scenario_update",
-    "set_path",
+    "set_dotted",
     "workload_create",
     "workload_delete",
     "workload_update",

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.errors import ValidationError
 from engine.document.parse import parse_scenario
+from engine.document.ranges import set_path
 from engine.errors import ScenarioError
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.schema.types import ScenarioSpec
@@ -71,17 +72,9 @@ def build_document(
     return doc
 
 
-def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
-    """Set ``a.b.c`` in a nested dict, creating intermediate objects."""
-    parts = path.split(".")
-    node = doc
-    for part in parts[:-1]:
-        nxt = node.get(part)
-        if not isinstance(nxt, dict):
-            nxt = {}
-            node[part] = nxt
-        node = nxt
-    node[parts[-1]] = value
+def set_dotted(doc: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested dict, creating intermediate objects (the engine's ``set_path`` on a dotted path)."""
+    set_path(doc, tuple(path.split(".")), value)
 
 
 def gpu_server_item(

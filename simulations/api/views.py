@@ -362,5 +362,5 @@ class PreviewView(APIView):
         for path, value in (data.get("overrides") or {}).items():
             if str(path).split(".")[0] not in planning.DOCUMENT_SECTIONS:
                 raise exceptions.ValidationError({f"overrides.{path}": ["unknown document section"]})
-            planning.set_path(doc, str(path), value)
+            planning.set_dotted(doc, str(path), value)
         return Response(services.preview(document=doc, catalog=values))

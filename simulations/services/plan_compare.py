@@ -136,7 +136,7 @@ def _column(run: SimulationRun) -> dict[str, Any]:
     }
 
 
-def band(result: Mapping[str, Any] | None, metric: metrics.Metric) -> list[float | None] | None:
+def replication_band(result: Mapping[str, Any] | None, metric: metrics.Metric) -> list[float | None] | None:
     """[P10, P90] over the run's replications of a P50 plan figure (its sibling ``.p10`` / ``.p90`` values),
     or None when the result has no such spread."""
     if not metric.path.endswith(".p50"):
@@ -176,7 +176,7 @@ def compare_plan_runs(runs: Sequence[SimulationRun]) -> dict[str, Any]:
         if m.lower_is_better is not None and len(present) > 1 and len({v for v, _ in present}) > 1:
             best = (min if m.lower_is_better else max)(present)[1]
         base = vals[0]
-        bands = [band(r.result, m) for r in runs]
+        bands = [replication_band(r.result, m) for r in runs]
         rows.append({"metric": m.path, "key": m.key, "label": m.label, "unit": m.unit, "format": m.format,
                      "lower_is_better": m.lower_is_better, "values": vals, "best_run": best,
                      "delta": [None if v is None or base is None else v - base for v in vals],

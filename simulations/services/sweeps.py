@@ -119,7 +119,7 @@ def _combination_documents(
             continue
         doc = json.loads(json.dumps(base))
         for path, value in combo.items():
-            planning.set_path(doc, path, value)
+            planning.set_dotted(doc, path, value)
         scenario = None
         try:
             scenario = planning.document_validate(document=doc, catalog=catalog)

@@ -7,7 +7,9 @@ stage still computes the cool-down backwards of the chunks below it, (v-1)/v of 
 the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md). Either
 window is capped at the step's own compute (m micro-batches of pure compute on the stage, not the exposed
 communication inside them): traffic cannot hide under more compute than the step has (issue #22 item 3.4).
-Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). docs/performance-model.md s.3a.
+Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). With HSDP (training.shard_group) ZeRO
+reduce-scatters and gathers over the shard group and the shards' gradients are all-reduced across the replicas
+once per step (:func:`replica_allreduce`; PyTorch HSDP, torchtitan). docs/performance-model.md s.3a.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ FORWARD_COMM_SHARE = 0.5
 class DataParallelSync:
     grad_elem_bytes: Count  # bytes per gradient element reduced
     grad_reduction_s: Seconds  # one reduction of the stage's gradients (reduce-scatter with ZeRO >= 1, else all-reduce)
+    replica_allreduce_s: Seconds  # HSDP: all-reduce of each shard's gradients across the replicas, once per step
     weight_gather_s: Seconds  # one all-gather of the updated weights (ZeRO >= 1)
     reduces_per_microbatch: BoolArr  # ZeRO-2 on a framework that reduces every micro-batch (zero2.py's term)
     bucket_fraction: Ratio  # the last bucket's share of the stage's parameters
@@ -51,6 +54,15 @@ class DataParallelSync:
     hidden_s: Seconds  # run under compute (still costs interference)
 
 
+def replica_allreduce(zero: Count, shape: LayoutShape, groups: GroupComm, grad_bytes: Count) -> Seconds:
+    """HSDP: each shard group holds 1/g of the gradients (``grad_bytes`` in all) after its reduce-scatter; the
+    replicas (d c / g of them, one rank per group) all-reduce that shard once per step. Zero without HSDP (one
+    replica) or ZeRO-0 (whose all-reduce already spans every d c rank)."""
+    active = (zero >= ZERO_SHARDS_OPTIMIZER) & (shape.replica_ranks > 1)
+    return np.where(active, groups.time(CollectiveKind.ALL_REDUCE, grad_bytes / shape.zero_shard_ranks,
+                                        ParallelGroup.REPLICA), 0.0)
+
+
 def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, params: Count,
                        forward_s: Seconds, backward_s: Seconds,
                        step_compute_s: Seconds | None = None) -> DataParallelSync:
@@ -58,15 +70,17 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     including half of its exposed per-layer communication each; ``step_compute_s``: the stage's pure compute of
     the whole step (m micro-batches), the cap of either window (None: uncapped)."""
     zero, dpc, vpp = lay.zero, shape.grad_reduce_ranks, lay.vpp
+    shard = ParallelGroup.SHARD
     grad_bytes = np.where(zero >= ZERO_SHARDS_PARAMETERS, BF16_BYTES, FP32_BYTES)
     per_mb_rs = ((zero >= ZERO_SHARDS_GRADIENTS) & prof.zero2_per_microbatch & (zero < ZERO_SHARDS_PARAMETERS)
                  & (dpc > 1))
     sharded = zero >= ZERO_SHARDS_OPTIMIZER
-    t_grad = np.where(sharded, groups.time(CollectiveKind.REDUCE_SCATTER, params * grad_bytes, ParallelGroup.DP),
+    t_grad = np.where(sharded, groups.time(CollectiveKind.REDUCE_SCATTER, params * grad_bytes, shard),
                       groups.time(CollectiveKind.ALL_REDUCE, params * grad_bytes, ParallelGroup.DP))
-    t_gather = np.where(sharded, groups.time(CollectiveKind.ALL_GATHER, params * WEIGHT_BYTES, ParallelGroup.DP), 0.0)
+    t_gather = np.where(sharded, groups.time(CollectiveKind.ALL_GATHER, params * WEIGHT_BYTES, shard), 0.0)
+    replica = replica_allreduce(zero, shape, groups, params * grad_bytes)
     bucket = np.minimum(1.0, prof.bucket_params / np.maximum(params, 1.0))
-    grad_step = np.where(per_mb_rs, 0.0, t_grad)
+    grad_step = np.where(per_mb_rs, 0.0, t_grad) + replica
     slots = np.where(vpp > 1, (vpp - 1.0) / vpp * np.minimum(lay.pp, shape.microbatch_count), 0.0)
     cap = np.full_like(slots, np.inf) if step_compute_s is None else step_compute_s
     win_grad = np.minimum(backward_s * (1.0 + slots), cap)
@@ -74,9 +88,13 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     exposed_grad = np.where(prof.grad_overlap, np.maximum(grad_step - win_grad, bucket * grad_step), grad_step)
     exposed_gather = np.where(prof.param_overlap, np.maximum(t_gather - win_gather, bucket * t_gather), t_gather)
     z3 = zero >= ZERO_SHARDS_PARAMETERS
-    exposed = np.where(dpc > 1, np.where(z3, 0.0, exposed_grad + exposed_gather), 0.0)
-    hidden = np.where((dpc > 1) & ~z3, (grad_step - exposed_grad) + (t_gather - exposed_gather), 0.0)
-    return DataParallelSync(grad_elem_bytes=grad_bytes, grad_reduction_s=t_grad, weight_gather_s=t_gather,
+    # ZeRO-3's own traffic is per layer (sharding.py); with HSDP its replicas still all-reduce once per step
+    exposed_z3 = np.where(prof.grad_overlap, np.maximum(replica - win_grad, bucket * replica), replica)
+    exposed = np.where(dpc > 1, np.where(z3, exposed_z3, exposed_grad + exposed_gather), 0.0)
+    hidden = np.where(dpc > 1, np.where(z3, replica - exposed_z3,
+                                        (grad_step - exposed_grad) + (t_gather - exposed_gather)), 0.0)
+    return DataParallelSync(grad_elem_bytes=grad_bytes, grad_reduction_s=t_grad, replica_allreduce_s=replica,
+                            weight_gather_s=t_gather,
                             reduces_per_microbatch=np.asarray(per_mb_rs), bucket_fraction=bucket,
                             overlap_microbatches=slots,
                             forward_window_s=forward_s, backward_window_s=backward_s, window_cap_s=cap,

@@ -2,7 +2,8 @@
 
 All-to-all dispatcher: dispatch + combine forward and backward (+ forward again with full recomputation), each
 deduplicated per destination node (collectives/moe_dispatch.py). Dispatch-direction transfers feed expert GEMMs
-and are sent in the GEMM precision (fp8: 1 B; DeepSeek-V3 Sec. 3.3, DeepEP, Transformer Engine); combine-direction
+and are sent in fp8 (1 B) whenever the GEMMs are quantised (:func:`dispatch_elem_bytes`; DeepSeek-V3 Sec. 3.3, DeepEP,
+Transformer Engine); combine-direction
 transfers are weighted sums over top_k and stay bf16. The busiest EP rank receives and returns ``imb`` times the
 mean share (moe_balance.py).
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
-from engine.performance.datatypes import BYTES_ACT
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.ffn import MoeFfn
 from engine.performance.terms.groups import GroupComm
@@ -51,6 +52,14 @@ class ExpertParallelComm:
     hidden_s: Seconds  # raw - exposed
 
 
+def dispatch_elem_bytes(ctx: Context) -> float:
+    """Bytes per element of a dispatched token: 1 B (fp8) in any quantised format - fp8 dispatch (DeepSeek-V3 Sec.
+    3.3, DeepEP); the MXFP8 and NVFP4 recipes quantise the expert GEMM inputs after the dispatch and send fp8 at
+    the narrowest, never sub-byte copies - and bf16 otherwise. The memory model keeps the same copies
+    (memory.layer_activations)."""
+    return FP8_BYTES if ctx.elem_bytes < BF16_BYTES else BF16_BYTES
+
+
 def steady_state_fraction(lay: Layouts, microbatches: Count) -> Ratio:
     """Share of a pipelined schedule's micro-batch slots that have a partner micro-batch: (m - (p-1)) / m."""
     m, pp = microbatches, lay.pp
@@ -69,7 +78,7 @@ def expert_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
         return ExpertParallelComm(dispatch_s=zeros, combine_s=zeros, raw_s=zeros, steady_fraction=zeros,
                                   exposed_s=zeros, hidden_s=zeros)
     tokens = shape.microbatch_tokens / shape.sequence_shard_ranks * moe.busiest_rank_factor
-    disp = groups.moe_alltoall(tokens, ctx.hidden * ctx.elem_bytes, ctx.top_k)
+    disp = groups.moe_alltoall(tokens, ctx.hidden * dispatch_elem_bytes(ctx), ctx.top_k)
     comb = groups.moe_alltoall(tokens, ctx.hidden * BYTES_ACT, ctx.top_k)
     n_pairs = EP_ALLTOALL_PAIRS + np.where(lay.recompute >= RECOMPUTE_FULL, EP_ALLTOALL_PAIRS_FULL_RECOMPUTE, 0.0)
     raw = f * n_pairs * (disp + comb)

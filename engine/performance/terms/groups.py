@@ -25,13 +25,16 @@ from engine.performance.collectives.p2p import p2p_time
 from engine.performance.collectives.placement import Net, Placement, on_nic, place_nested
 from engine.performance.collectives.tuning import collective_time
 from engine.performance.context import Context, Layouts
+from engine.performance.terms.shape import hsdp_shard_ranks
 from engine.units import BoolArr, Bytes, Count, Seconds
 
 
 class ParallelGroup(StrEnum):
     TP = "tp"
     CP = "cp"
-    DP = "dp"  # data x context parallel ranks: gradients and ZeRO shards
+    DP = "dp"  # data x context parallel ranks: gradients (and ZeRO shards without HSDP)
+    SHARD = "shard"  # the ZeRO shard group: every DP x CP rank, or training.shard_group consecutive ones (HSDP)
+    REPLICA = "replica"  # HSDP: the same shard in every shard group (one rank per group)
     EP = "ep"  # expert-parallel traffic: EP ranks (all-to-all), or TP x EP (all-gather dispatcher)
     TP_EP = "tp_ep"  # the all-gather dispatcher's group (MoE with the allgather dispatcher only)
 
@@ -92,6 +95,22 @@ def rank_order(lay: Layouts) -> RankOrder:
                      pp_stride_ranks=np.where(outer, tc, tc * lay.dp))
 
 
+def shard_shapes(lay: Layouts, shard: Count, dp_stride: Count) -> tuple[tuple[Count, Count, Count, Count],
+                                                                       tuple[Count, Count, Count, Count]]:
+    """(ranks per block, stride in the block, blocks, stride between blocks) of the ZeRO shard group (``shard``
+    ranks: whole CP blocks, then DP) and of the replica group (one rank per shard group). Inner: both are runs of
+    one block, stride t and t g; outer: the shard is CP blocks strided by ``dp_stride`` (t c p), the replica
+    group one rank every ``shard / c`` DP blocks. Without HSDP (shard = d c) the shard group is the DP x CP group."""
+    ones = np.ones_like(lay.tp)
+    outer = lay.dp_outer
+    blocks = shard / lay.cp  # DP ranks in one shard group (outer)
+    replicas = lay.dp * lay.cp / shard
+    shard_shape = (np.where(outer, lay.cp, ones), np.where(outer, lay.tp, ones), np.where(outer, blocks, shard),
+                   np.where(outer, dp_stride, lay.tp))
+    replica_shape = (ones, ones, replicas, np.where(outer, dp_stride * blocks, lay.tp * shard))
+    return shard_shape, replica_shape
+
+
 def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
     """The groups' sizes and placements. DP x CP and EP (drawn from the DP x CP ranks, CP first) are CP blocks
     (stride t) repeated over DP (stride ``dp_stride_ranks``); inner, where DP strides t c right after CP, each is
@@ -109,6 +128,9 @@ def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
         g.EP: (ep_in_cp, np.where(outer, lay.tp, ones), lay.ep / ep_in_cp, np.where(outer, order.dp_stride_ranks,
                                                                                    lay.tp)),
     }
+    shard = hsdp_shard_ranks(ctx, lay)
+    ranks[g.SHARD], ranks[g.REPLICA] = shard, lay.dp * lay.cp / shard
+    shape[g.SHARD], shape[g.REPLICA] = shard_shapes(lay, shard, order.dp_stride_ranks)
     if ctx.moe and ctx.allgather_dispatch:  # the dispatcher's expert traffic runs over the TP x EP group itself
         ranks[g.TP_EP] = ranks[g.EP] = lay.tp * lay.ep
         shape[g.EP] = (np.where(outer, lay.tp * ep_in_cp, ones), ones,

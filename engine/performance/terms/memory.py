@@ -19,10 +19,11 @@ import numpy as np
 
 from engine.performance import hardware as hw
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
-from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP32_BYTES
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP32_BYTES
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
+from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import LayoutShape
 from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
@@ -108,10 +109,8 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
-    # dispatched copies: 1 B in any quantised format (fp8 dispatch, DeepEP / DeepSeek-V3; MXFP8 and NVFP4 recipes
-    # quantise after the dispatch, so no sub-byte copies), bf16 otherwise
-    dispatch_bytes = FP8_BYTES if fp8 else BF16_BYTES
-    routed_copies = f * (dispatch_bytes + BYTES_ACT) * ctx.top_k * h
+    # dispatched copies as the dispatch sends them (expert_parallel.dispatch_elem_bytes)
+    routed_copies = f * (dispatch_elem_bytes(ctx) + BYTES_ACT) * ctx.top_k * h
     shard = ((ACT_Q_AND_OUTPUT_PER_QD + (FP8_OUTPUT_PROJ_COPY_PER_QD if fp8 else 0.0)) * qd + ACT_KV_PER_GD * kvd
              + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
     stored = rep / sp_div + shard / tp + routed_copies
@@ -145,8 +144,8 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     """Bytes per GPU on the busiest pipeline stage (the first, or the last with its logits)."""
     pp, m_tok = lay.pp, shape.microbatch_tokens
     act = layer_activations(ctx, lay, shape)
-    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.grad_reduce_ranks)
-              + state_bytes(lay, prof, params.expert_params, shape.expert_dp_ranks))
+    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.zero_shard_ranks)
+              + state_bytes(lay, prof, params.expert_params, np.minimum(shape.expert_dp_ranks, shape.zero_shard_ranks)))
     buffers = zero3_buffer_bytes(lay, params.layer_params)
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)

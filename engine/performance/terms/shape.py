@@ -20,7 +20,9 @@ class LayoutShape:
     microbatch_count: Count  # m = B / (d b): micro-batches per step
     sequence_shard_ranks: Count  # t with sequence parallelism, else 1: what divides the non-TP regions
     kv_local_elems: Count  # K (or V) width per TP rank: g d / min(t, g)
-    grad_reduce_ranks: Count  # d c: the ranks gradients are reduced (and ZeRO shards) over
+    grad_reduce_ranks: Count  # d c: the ranks gradients are reduced over
+    zero_shard_ranks: Count  # g: the ranks ZeRO shards the model states over (HSDP: training.shard_group; else d c)
+    replica_ranks: Count  # d c / g: the shard groups that replicate them (1 without HSDP)
     expert_dp_ranks: Count  # max(d c / e, 1): the ranks a routed expert's weights are replicated over
     moe_layers: float  # layers with a routed-expert FFN
     moe_layer_fraction: float  # of all layers
@@ -30,17 +32,31 @@ class LayoutShape:
 def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
     n_moe = ctx.layers - ctx.dense_layers if ctx.moe else 0.0
     dpc = lay.dp * lay.cp
+    shard = hsdp_shard_ranks(ctx, lay)
     return LayoutShape(
         microbatch_tokens=lay.mb * ctx.seq / lay.cp,
         microbatch_count=ctx.global_batch / (lay.dp * lay.mb),
         sequence_shard_ranks=np.where(lay.sp, lay.tp, 1.0),
         kv_local_elems=ctx.kv_heads * ctx.head_dim / np.minimum(lay.tp, ctx.kv_heads),
         grad_reduce_ranks=dpc,
+        zero_shard_ranks=shard,
+        replica_ranks=dpc / shard,
         expert_dp_ranks=np.maximum(dpc / lay.ep, 1.0),
         moe_layers=n_moe,
         moe_layer_fraction=n_moe / ctx.layers,
         stage_layers=np.ceil(ctx.layers / (lay.pp * lay.vpp)) * lay.vpp,
     )
+
+
+def hsdp_shard_ranks(ctx: Context, lay: Layouts) -> Count:
+    """The ZeRO shard group of each layout: training.shard_group where it is a multiple of the layout's CP degree
+    that divides its d c ranks (the search keeps only such layouts, api.candidate_layouts), else every d c rank."""
+    dpc = lay.dp * lay.cp
+    g = ctx.shard_group
+    if g <= 0:
+        return np.asarray(dpc, dtype=np.float64)
+    fits = (np.mod(dpc, g) == 0) & (np.mod(g, lay.cp) == 0)
+    return np.where(fits, np.minimum(g, dpc), dpc)
 
 
 def dense_fraction(shape: LayoutShape) -> float:

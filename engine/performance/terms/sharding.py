@@ -2,7 +2,7 @@
 buffers, and the ZeRO-2 per-micro-batch gradient reduction. docs/performance-model.md s.3, s.6.
 
 ZeRO-1 shards the optimizer states, ZeRO-2 also the gradients, ZeRO-3 (FSDP FULL_SHARD) also the weights, over d c
-ranks; routed-expert weights are replicated only over the expert-data-parallel group (d c / e ranks), so their
+ranks (with HSDP, training.shard_group, over the g ranks of a shard group: LayoutShape.zero_shard_ranks); routed-expert weights are replicated only over the expert-data-parallel group (d c / e ranks), so their
 states shard e times less (Megatron-Core distributed optimizer, DeepSpeed-MoE). ZeRO-3 all-gathers each layer's
 weights for the forward and again for the backward and reduce-scatters its gradients, per micro-batch; the message
 is one layer's parameters per rank, so at thousands of ranks the per-collective latency matters as much as the
@@ -133,13 +133,13 @@ def zero3_traffic(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups
     k_g = np.where(sync, tensors, np.maximum(np.ceil(layer_params / prof.zero3_gather_bucket_params), 1.0))
     k_r = np.where(sync, tensors, np.maximum(np.ceil(layer_params / prof.zero3_reduce_bucket_params), 1.0))
     layer_bytes = layer_params * WEIGHT_BYTES
-    gather = k_g * groups.time(CollectiveKind.ALL_GATHER, layer_bytes / k_g, ParallelGroup.DP)
-    reduce_scatter = k_r * groups.time(CollectiveKind.REDUCE_SCATTER, layer_bytes / k_r, ParallelGroup.DP)
+    gather = k_g * groups.time(CollectiveKind.ALL_GATHER, layer_bytes / k_g, ParallelGroup.SHARD)
+    reduce_scatter = k_r * groups.time(CollectiveKind.REDUCE_SCATTER, layer_bytes / k_r, ParallelGroup.SHARD)
     # synchronous gathers hold the GPU for their launch too (torch.cuda.synchronize after each, DeepSpeed PR #1188)
-    active = z3 & (shape.grad_reduce_ranks > 1)
+    active = z3 & (shape.zero_shard_ranks > 1)
     sync_gathers = np.where(sync & active, ZERO3_GATHERS_PER_LAYER * (gather + k_g * COLLECTIVE_LAUNCH_S), 0.0)
     per_layer = np.where(sync, sync_gathers, ZERO3_GATHERS_PER_LAYER * gather) + reduce_scatter
-    vocab_gather = groups.time(CollectiveKind.ALL_GATHER, vocab_params * WEIGHT_BYTES, ParallelGroup.DP)
+    vocab_gather = groups.time(CollectiveKind.ALL_GATHER, vocab_params * WEIGHT_BYTES, ParallelGroup.SHARD)
     vocab = ZERO3_VOCAB_COLLECTIVES * vocab_gather
     per_mb = np.where(active, shape.stage_layers * per_layer + vocab, 0.0)
     launches = np.where(active, (shape.stage_layers * (ZERO3_GATHERS_PER_LAYER * k_g + k_r) + ZERO3_VOCAB_COLLECTIVES)

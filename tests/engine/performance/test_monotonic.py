@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from engine.document.parse import parse_scenario
-from engine.performance.api import _attention_layouts, candidate_layouts
+from engine.performance.api import _attention_layouts, candidate_layouts, predict
+from engine.performance.collectives.placement import NET_BASE_S, SWITCH_HOP_S
 from engine.performance.context import make_context
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate
@@ -105,10 +106,31 @@ PAIRS = {  # (smaller fabric, bigger fabric)
 @pytest.mark.parametrize("name", sorted(RESIZE_MODELS))
 def test_bigger_fabric_never_slower_when_resized(name: str, pair: str, gpus: int) -> None:
     small, big = PAIRS[pair]
-    if pair == "more NICs" and gpus == 4096 and name != "llama-70b":
-        pytest.xfail("8 NICs need a 3rd tier (4,096 endpoints > 64^2/2): the performance model's tier terms "
-                     "(engine/performance/terms/groups.py, owned elsewhere) make some layouts up to +18% slower")
     slow = _resized(RESIZE_MODELS[name], gpus, **small)
     fast = _resized(RESIZE_MODELS[name], gpus, **big)
+    if pair == "more NICs" and gpus == 4096:
+        # 8 NICs x 512 nodes = 4,096 endpoints need a 3rd tier (64-port switches hold 64^2/2 = 2,048 in two): a
+        # path through the core crosses 5 switches instead of 3, so a layout whose step is network latency (ZeRO-3
+        # over thousands of ranks, tens of seconds of per-step latency against one second of compute) can be slower
+        # with more NICs, by at most the ratio of the per-step latencies (independent closed form from the
+        # measured per-hop figures: (base + 5 hops) / (base + 3 hops), InfiniBand); the planner's layout (the
+        # fastest) is never slower (test_more_nics_best_layout_never_slower_when_resized).
+        bound = (NET_BASE_S["infiniband"] + 5 * SWITCH_HOP_S["infiniband"]) / (
+            NET_BASE_S["infiniband"] + 3 * SWITCH_HOP_S["infiniband"])
+        assert float((fast / slow).max()) <= bound * (1 + SLACK)
+        return
     worse = fast > slow * (1 + SLACK)
     assert not worse.any(), f"{int(worse.sum())} layouts slower, worst {float((fast / slow).max()) - 1:+.1%}"
+
+
+@pytest.mark.parametrize("name", sorted(RESIZE_MODELS))
+def test_more_nics_best_layout_never_slower_when_resized(name: str) -> None:
+    """The layout the search picks (the fastest that fits) is faster with 8 NICs than with 4, 3rd tier and all."""
+    steps = []
+    for nics in (4, 8):
+        doc = scenario(parallelism=dict(AUTO), training={"micro_batch": "auto", "recompute": "auto", "zero": "auto",
+                                                        "global_batch": 2 * 4096},
+                       cluster={"gpus": 4096, "gpu": "H100-SXM", "nics_per_node": nics})
+        doc["model"] = dict(RESIZE_MODELS[name])
+        steps.append(predict(doc).step_time_s)
+    assert steps[1] <= steps[0] * (1 + SLACK)

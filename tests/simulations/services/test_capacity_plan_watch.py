@@ -161,13 +161,13 @@ def test_compare_two_plans_and_two_runs(world: dict[str, Any], linked: Any, api_
 
 def test_band_overlap_rule() -> None:
     from simulations import metrics
-    from simulations.services.plan_compare import _overlap, band
+    from simulations.services.plan_compare import _overlap, replication_band
 
     util = metrics.get("summary.utilization.p50")
     assert util is not None
     result = {"summary": {"utilization": {"p10": 0.5, "p50": 0.6, "p90": 0.7}}}
-    assert band(result, util) == [0.5, 0.7]
-    assert band({"summary": {"utilization": {"p50": 0.6}}}, util) is None
+    assert replication_band(result, util) == [0.5, 0.7]
+    assert replication_band({"summary": {"utilization": {"p50": 0.6}}}, util) is None
     assert _overlap([[0.5, 0.7], [0.65, 0.9]]) is True
     assert _overlap([[0.5, 0.6], [0.65, 0.9]]) is False
     assert _overlap([[0.5, 0.7], None]) is None and _overlap([[0.5, None], [0.6, 0.7]]) is None

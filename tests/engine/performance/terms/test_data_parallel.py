@@ -26,7 +26,7 @@ def test_zero1_reduce_scatters_fp32_gradients_and_gathers_bf16_weights() -> None
     assert dp.weight_gather_s[0] == pytest.approx(P * 2.0 / BW, rel=1e-12)
     # no window to hide under: both exposed whole
     assert dp.exposed_s[0] == pytest.approx(P * 6.0 / BW, rel=1e-12)
-    assert ("dp", CollectiveKind.REDUCE_SCATTER, P * 4.0) in comm.calls
+    assert ("shard", CollectiveKind.REDUCE_SCATTER, P * 4.0) in comm.calls  # the shard group = d c without HSDP
 
 
 def test_zero0_all_reduces_fp32_gradients_and_gathers_nothing() -> None:

@@ -75,3 +75,17 @@ def test_allgather_dispatcher_with_ep_is_expert_traffic_never_hidden() -> None:
     _, tp, ep = _ep(moe_doc(tp=2, ep=4, dispatcher="allgather"))
     assert ep.exposed_s[0] == pytest.approx(F * 2.0 * tp.dispatch_pair_s[0], rel=1e-12)
     assert ep.hidden_s[0] == 0.0
+
+
+@pytest.mark.parametrize("precision, gpu, dispatch_bytes", [("bf16", "B200", 2.0), ("fp8", "B200", 1.0),
+                                                           ("mxfp8", "B200", 1.0), ("nvfp4", "B200", 1.0)])
+def test_dispatch_sends_fp8_in_any_quantised_format_never_sub_byte(precision: str, gpu: str,
+                                                                    dispatch_bytes: float) -> None:
+    """Dispatch: M x imb tokens x h x (2 B bf16, 1 B in fp8 / MXFP8 / NVFP4); combine always bf16."""
+    doc = moe_doc(ep=8, framework="megatron-core", dispatcher="alltoall")
+    doc["training"]["precision"] = precision
+    doc["cluster"]["gpu"] = gpu
+    moe, _, ep = _ep(doc)
+    tokens = 2048.0 * moe.busiest_rank_factor[0]
+    assert ep.dispatch_s[0] == pytest.approx(tokens * 6144 * dispatch_bytes * 2 / BW, rel=1e-12)
+    assert ep.combine_s[0] == pytest.approx(tokens * 6144 * 2.0 * 2 / BW, rel=1e-12)

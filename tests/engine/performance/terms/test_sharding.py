@@ -48,8 +48,8 @@ def test_zero3_gathers_each_layer_twice_and_reduce_scatters_once_per_microbatch(
     assert z3.vocab_s[0] == pytest.approx(vocab, rel=1e-12)
     assert z3.per_microbatch_s[0] == pytest.approx(layers * 3.0 * gather + vocab, rel=1e-12)
     kinds = [(group, kind) for group, kind, _ in comm.calls]
-    assert kinds.count(("dp", CollectiveKind.ALL_GATHER)) == 2  # the layer's and the vocabulary's
-    assert kinds.count(("dp", CollectiveKind.REDUCE_SCATTER)) == 1
+    assert kinds.count(("shard", CollectiveKind.ALL_GATHER)) == 2  # the layer's and the vocabulary's (shard = d c)
+    assert kinds.count(("shard", CollectiveKind.REDUCE_SCATTER)) == 1
 
 
 def test_zero3_exposes_what_compute_cannot_hide_plus_the_first_layers_gather() -> None:
