@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.schema.enums import Fabric
+from portal import chart_labels
 from simulations import metrics as registry
 from simulations import reports
 from simulations.metrics import dig
@@ -79,7 +80,9 @@ def estimate(preview: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-SEGMENT_COLORS = ["#2456d6", "#e07b1a", "#16946b", "#c23b6c", "#7a4ddb", "#0f8fb3", "#b58a00", "#5b6475"]
+#: charts.js's palette: a chart dataset's ``color_index`` picks the same colour as a bar segment or legend here
+SEGMENT_COLORS = ["#2456d6", "#e07b1a", "#16946b", "#c23b6c", "#7a4ddb", "#0f8fb3", "#b58a00", "#5b6475", "#d9463b",
+                  "#3aa34a"]
 
 
 def run_metrics(run: Any) -> list[dict[str, Any]]:
@@ -109,11 +112,6 @@ def run_axes(run: Any) -> dict[str, Any]:
     }
 
 
-def run_label(run: Any) -> str:
-    label = f"#{run.pk} {run.label or run.kind}".strip()
-    return label + " (does not fit)" if result_fits(getattr(run, "result", None)) is False else label
-
-
 # --- comparison table ------------------------------------------------------------------------------------
 def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
     """Headline metrics side by side with deltas vs the baseline (values from ``reports.compare_runs``)."""
@@ -121,8 +119,10 @@ def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
     by_metric = {row["metric"]: row for row in data["rows"]}
     columns = data["columns"]
     fits_by_run = {r.pk: result_fits(r.result) for r in runs}
+    short = chart_labels.short_labels(runs)  # what tells the runs apart, as the charts name them
     for col in columns:
         col["fits"] = fits_by_run.get(col["run"])
+        col["short_label"] = short.get(col["run"], "")
     rows = []
     for path, label, fmt, lower_better in HEADLINE_METRICS:
         spec = registry.get(path)
@@ -188,20 +188,35 @@ def _series_by_fabric(runs: Sequence[Any], path: str) -> dict[str, Any] | None:
     }
 
 
-def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
-    """Chart specs for a set of succeeded runs (keys are the json_script ids)."""
+#: what a value axis that does not start at zero says, on its title and under the chart (issue #24)
+AXIS_CUT = "axis cut: does not start at zero"
+
+
+def _per_run(spec: dict[str, Any], runs: Sequence[Any], parts: Mapping[int, list[str]]) -> dict[str, Any]:
+    """A per-run chart's category labels: the short label (tooltips, the DOM) and its words, one per tick line;
+    every tick drawn, none rotated."""
+    return {**spec, "labels": [" ".join(parts[r.pk]) for r in runs], "tick_lines": [parts[r.pk] for r in runs],
+            "all_ticks": True}
+
+
+def report_charts(runs: Sequence[Any], baseline: Any = None) -> dict[str, Any]:
+    """Chart specs for a set of succeeded runs (keys are the json_script ids). Runs are named by their short
+    labels (:mod:`portal.chart_labels`); value axes start at zero unless the spec says ``axis_cut``; the
+    sensitivity tornado is the baseline's (the first run's when no baseline is given)."""
     runs = [r for r in runs if r.result]
-    labels = [run_label(r) for r in runs]
+    if baseline is None and runs:
+        baseline = runs[0]
+    parts = chart_labels.label_parts(runs, baseline)
     charts: dict[str, Any] = {}
 
     mfu = _series_by_fabric(runs, "performance.mfu")
     if mfu:
-        charts["chart-mfu"] = {"title": "MFU vs link speed", "type": "line", "format": "pct", "begin_at_zero": False,
+        charts["chart-mfu"] = {"title": "MFU vs link speed", "type": "line", "format": "pct", "all_ticks": True,
                                "x_title": "Link speed per GPU", "y_title": "MFU", **mfu}
     ttt = _series_by_fabric(runs, "performance.time_to_train_days")
     if ttt:
         charts["chart-ttt"] = {"title": "Time to train vs link speed", "type": "line", "format": "days",
-                               "x_title": "Link speed per GPU", "y_title": "Days", "begin_at_zero": False, **ttt}
+                               "all_ticks": True, "x_title": "Link speed per GPU", "y_title": "Days", **ttt}
 
     cats: list[str] = []
     per_run: list[dict[str, float]] = []
@@ -218,12 +233,12 @@ def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
         per_run.append(totals)
     if cats:
         order = [c for c in CATEGORY_LABELS if c in cats] + [c for c in cats if c not in CATEGORY_LABELS]
-        charts["chart-tco"] = {
+        charts["chart-tco"] = _per_run({
             "title": "Annual TCO by category", "type": "bar", "stacked": True, "format": "usd",
-            "y_title": "US$ per year", "labels": labels,
+            "y_title": "US$ per year",
             "datasets": [{"label": CATEGORY_LABELS.get(c, c), "data": [t.get(c, 0.0) for t in per_run], "stack": "tco"}
                          for c in order],
-        }
+        }, runs, parts)
 
     keys: list[str] = []
     for r in runs:
@@ -231,46 +246,77 @@ def report_charts(runs: Sequence[Any]) -> dict[str, Any]:
             if k not in keys:
                 keys.append(k)
     if keys:
-        charts["chart-step"] = {
+        charts["chart-step"] = _per_run({
             "title": "Step-time breakdown", "type": "bar", "stacked": True, "format": "s", "y_title": "Seconds per step",
-            "labels": labels,
             "datasets": [{"label": registry.breakdown_label(k),
                           "data": [_f((performance_of(r.result).get("breakdown_s") or {}).get(k)) or 0.0 for r in runs],
                           "stack": "step"} for k in keys],
-        }
+        }, runs, parts)
 
     mc_runs = [r for r in runs if isinstance(r.result.get("monte_carlo"), Mapping)]
     if mc_runs:
-        mc_labels = [run_label(r) for r in mc_runs]
         for key, title, fmt in (("run_cost_usd", "$ per run: P10–P90 band and P50", "usd"),
                                 ("time_to_train_days", "Time to train: P10–P90 band and P50", "days")):
             bands = [dig(r.result, f"monte_carlo.{key}") or {} for r in mc_runs]
             if not any(bands):
                 continue
-            charts[f"chart-mc-{key.split('_')[0]}"] = {
-                "title": title, "type": "bar", "format": fmt, "labels": mc_labels, "begin_at_zero": False,
+            charts[f"chart-mc-{key.split('_')[0]}"] = _per_run({
+                "title": title, "type": "bar", "format": fmt,
                 "datasets": [
                     {"label": "P10–P90", "data": [[_f(b.get("p10")), _f(b.get("p90"))] for b in bands], "overlap": True},
                     {"label": "P50", "data": [_f(b.get("p50")) for b in bands], "type": "line", "color_index": 1},
                 ],
-            }
+            }, mc_runs, parts)
 
-    sens_run = next((r for r in runs if r.result.get("sensitivity")), None)
-    if sens_run is not None:
-        rows = [s for s in sens_run.result["sensitivity"] if isinstance(s, Mapping)][:10]
-        base = metric(sens_run.result, "tco.run_cost_usd") or 0.0
-        charts["chart-tornado"] = {
-            "title": f"Sensitivity of $ per run ({run_label(sens_run)})", "type": "bar", "horizontal": True,
-            "format": "usd", "x_title": "$ per run", "begin_at_zero": False,
-            "labels": [str(s.get("input", "")) for s in rows],
-            "datasets": [
-                {"label": "Input at low value", "data": [[base, _f(s.get("run_cost_low_usd"))] for s in rows],
-                 "overlap": True, "color_index": 2},
-                {"label": "Input at high value", "data": [[base, _f(s.get("run_cost_high_usd"))] for s in rows],
-                 "overlap": True, "color_index": 3},
-            ],
-        }
+    tornado = _tornado(baseline, parts) if baseline is not None and baseline in runs else None
+    if tornado:
+        charts["chart-tornado"] = tornado
     return charts
+
+
+def _tornado(run: Any, parts: Mapping[int, list[str]]) -> dict[str, Any] | None:
+    """The baseline's one-at-a-time sensitivity of $ per run, its inputs named by the metric registry. The bars
+    start at the base $ per run, so the value axis is cut, and says so."""
+    rows = [s for s in (run.result.get("sensitivity") or []) if isinstance(s, Mapping)][:10]
+    if not rows:
+        return None
+    base = metric(run.result, "tco.run_cost_usd") or 0.0
+    return {
+        "title": f"Sensitivity of $ per run ({' '.join(parts[run.pk])})", "type": "bar", "horizontal": True,
+        "format": "usd", "x_title": "$ per run", "begin_at_zero": False, "axis_cut": AXIS_CUT, "all_ticks": True,
+        "labels": [registry.input_label(str(s.get("input", ""))) for s in rows],
+        "datasets": [
+            {"label": "Input at low value", "data": [[base, _f(s.get("run_cost_low_usd"))] for s in rows],
+             "overlap": True, "color_index": 2},
+            {"label": "Input at high value", "data": [[base, _f(s.get("run_cost_high_usd"))] for s in rows],
+             "overlap": True, "color_index": 3},
+        ],
+    }
+
+
+def step_breakdown(run: Any) -> dict[str, Any] | None:
+    """A run's step time by term: a one-bar horizontal stacked chart with each part labelled on the bar, and the
+    table beside it (term, seconds, share); every label from ``simulations.metrics.BREAKDOWN``, the colours of
+    the table's keys those of the bar's parts. Terms at zero are named once below the table, not drawn."""
+    result = getattr(run, "result", None)
+    if result_fits(result) is False:  # an impossible configuration has no step time to break down
+        return None
+    breakdown = performance_of(result).get("breakdown_s") or {}
+    terms = [(k, v) for k, v in ((k, _f(v)) for k, v in breakdown.items()) if v is not None]
+    total = sum(v for _, v in terms if v > 0)
+    if total <= 0:
+        return None
+    rows = [{"key": k, "label": registry.breakdown_label(k), "seconds": v, "share": v / total,
+             "color": SEGMENT_COLORS[i % len(SEGMENT_COLORS)]}
+            for i, (k, v) in enumerate((k, v) for k, v in terms if v > 0)]
+    spec = {
+        "title": "Step-time breakdown", "type": "bar", "horizontal": True, "stacked": True, "format": "s",
+        "x_title": "Seconds per step", "labels": ["Step"], "segment_labels": True, "legend": False,
+        "datasets": [{"label": row["label"], "data": [row["seconds"]], "stack": "step", "color_index": i}
+                     for i, row in enumerate(rows)],
+    }
+    zero = [registry.breakdown_label(k) for k, v in terms if v <= 0]
+    return {"rows": rows, "total_s": total, "zero_terms": zero, "spec": spec}
 
 
 # --- re-evaluations --------------------------------------------------------------------------------------

@@ -195,6 +195,38 @@ def breakdown_label(key: str) -> str:
     return _BREAKDOWN_LABELS.get(key) or key.replace("_", " ").capitalize()
 
 
+#: Scenario inputs that carry a range (Monte Carlo, the sensitivity tornado), in the words the portal shows.
+#: ``costs.prices.<catalog key>`` reads "<key> unit price"; anything else falls back to its path in words.
+INPUTS: dict[str, str] = {
+    "costs.usd_per_kwh": "Electricity price ($/kWh)",
+    "costs.pue": "PUE",
+    "costs.depreciation_years": "Depreciation period (years)",
+    "costs.colocation_usd_per_kw_month": "Colocation ($/kW-month)",
+    "costs.construction_usd_per_mw": "Construction ($/MW)",
+    "costs.avg_utilization": "Average utilization",
+    "costs.goodput.restart_min": "Restart after a failure (min)",
+    "costs.goodput.failure_rate_scale": "Failure rate (× catalog)",
+    "cluster.nic_gbps": "Link speed per GPU (Gb/s)",
+    "cluster.oversubscription": "Oversubscription",
+    "cluster.gpus": "GPUs",
+    "training.tokens": "Training tokens",
+    "training.global_batch": "Global batch",
+}
+_INPUT_SECTIONS = ("costs.", "cluster.", "training.", "model.")
+
+
+def input_label(path: str) -> str:
+    """A ranged scenario input in words: ``costs.prices.HGX-H100`` → ``HGX-H100 unit price``,
+    ``costs.usd_per_kwh`` → ``Electricity price ($/kWh)``; an input this table does not name: its path in words."""
+    if path in INPUTS:
+        return INPUTS[path]
+    if path.startswith("costs.prices.") and len(path) > len("costs.prices."):
+        return f"{path.removeprefix('costs.prices.')} unit price"
+    rest = next((path.removeprefix(s) for s in _INPUT_SECTIONS if path.startswith(s)), path)
+    text = " · ".join(_words(p) for p in rest.split(".") if p)
+    return text[:1].upper() + text[1:]
+
+
 # --- kinds: how a figure is rounded in exports and how it moves in a comparison (issue #24) -------------------
 #: An amount of money (capex, $ per year, $ per run): exact cents in every export and on the page.
 MONEY = "money"

@@ -59,13 +59,18 @@ def capacity_plan_run(request: HttpRequest, pk: int) -> HttpResponse:
 
 def utilization_charts(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One stacked chart per cluster: productive / lost / idle GPUs per day (P50 over replications), and the
-    P10 and P90 of allocated GPUs as dashed lines (the band)."""
+    P10 and P90 of allocated GPUs as dashed lines (the band). Clusters in the plan's order (a JSON column may
+    store the timeline's keys in another)."""
     tl = (result.get("summary") or {}).get("timeline") or {}
+    planned = [str(c) for c in (result.get("plan") or {}).get("clusters") or [] if str(c) in tl]
     charts = []
-    for i, (name, series) in enumerate(tl.items()):
+    for i, name in enumerate([*planned, *(n for n in tl if n not in planned)]):
+        series = tl[name]
         days = len(series["allocated"]["p50"])
-        datasets = [{"label": label, "data": series[key]["p50"], "type": "line", "fill": True, "stack": "gpus",
-                     "color_index": color, "hidden_point": True} for key, label, color in SERIES]
+        # stacked areas: the first fills down to the axis, each next one down to the one below it
+        datasets = [{"label": label, "data": series[key]["p50"], "type": "line", "fill": "origin" if j == 0 else "-1",
+                     "fill_alpha": 0.55, "stack": "gpus", "color_index": color, "hidden_point": True}
+                    for j, (key, label, color) in enumerate(SERIES)]
         for band, dash in (("p10", "Allocated P10"), ("p90", "Allocated P90")):
             datasets.append({"label": dash, "data": series["allocated"][band], "type": "line", "stack": band,
                              "dashed": True, "hidden_point": True, "color_index": 0})

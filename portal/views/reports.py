@@ -88,7 +88,7 @@ def _render_compare(request: HttpRequest, runs_: list[SimulationRun], baseline: 
         if baseline in not_done:
             baseline = ready[0] if ready else None
         table = charts.comparison_table(ready, baseline) if baseline else None
-        report_charts = charts.report_charts(ready) if ready else None
+        report_charts = charts.report_charts(ready, baseline) if ready else None
     else:
         recent = list(_runs_for(request).filter(status=RunStatus.SUCCEEDED).order_by("-created_at")[:20])
         not_done = []

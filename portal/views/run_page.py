@@ -32,7 +32,7 @@ def run_context(request: HttpRequest, run: SimulationRun) -> dict[str, Any]:
         "error_bands": any(m["band"] for m in metrics or []),
         "can_plan": _can(request, run.team_id, Capability.PLAN),
         "can_export": _can(request, run.team_id, Capability.EXPORT),
-        "report_charts": charts.report_charts([run]) if has_result else None,
+        "breakdown": charts.step_breakdown(run) if has_result else None,
         "fit": panels.fit_problem(run),
         "layout": panels.layout_panel(run) if has_result else None,
         "fabric": panels.fabric_panel(run) if has_result else None,

@@ -3,9 +3,13 @@
  * Each chart is a <canvas data-chart="ID"> next to a <script type="application/json" id="ID"> written by
  * Django's json_script filter. The JSON is a small spec, not a Chart.js config, so no code travels in data:
  *
- *   {"type": "bar"|"line", "labels": [...], "datasets": [{"label", "data", "stack"?, "type"?, "fill"?}],
- *    "stacked": bool, "horizontal": bool, "x_title": str, "y_title": str,
- *    "format": "usd"|"days"|"pct"|"s"|"num", "floating": bool}
+ *   {"type": "bar"|"line", "labels": [...], "datasets": [{"label", "data", "stack"?, "type"?, "fill"?,
+ *    "fill_alpha"?}], "stacked": bool, "horizontal": bool, "x_title": str, "y_title": str,
+ *    "format": "usd"|"days"|"pct"|"s"|"num", "floating": bool,
+ *    "all_ticks": bool (every category label drawn, none skipped or rotated),
+ *    "tick_lines": [[word, ...], ...] (each category label drawn as these lines),
+ *    "begin_at_zero": bool (default true) with "axis_cut": str (said on the value axis when it is false),
+ *    "segment_labels": bool (each stacked part labelled on its bar where it fits), "legend": bool}
  *
  * Drawn charts are kept in window.fpCharts[ID] (the browser tests read them).
  */
@@ -39,6 +43,36 @@
     return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
   }
 
+  // Writes each stacked part's name and value on its bar where the text fits (the table beside names the rest).
+  function segmentLabels(spec) {
+    return {
+      id: "fpSegmentLabels",
+      afterDatasetsDraw: function (chart) {
+        var ctx = chart.ctx;
+        ctx.save();
+        ctx.font = "12px system-ui, sans-serif";
+        ctx.textAlign = "center";
+        ctx.textBaseline = "middle";
+        ctx.fillStyle = "#ffffff";
+        chart.data.datasets.forEach(function (ds, i) {
+          var meta = chart.getDatasetMeta(i);
+          if (meta.hidden) return;
+          meta.data.forEach(function (bar, j) {
+            var p = bar.getProps(["x", "y", "base", "width", "height"], true);
+            var w = Math.abs(spec.horizontal ? p.x - p.base : p.width);
+            var text = ds.label + " " + fmt(spec.format, ds.data[j]);
+            if (ctx.measureText(text).width + 8 > w) text = ds.label;
+            if (ctx.measureText(text).width + 8 > w) return;
+            var cx = spec.horizontal ? (p.x + p.base) / 2 : p.x;
+            var cy = spec.horizontal ? p.y : (p.y + p.base) / 2;
+            ctx.fillText(text, cx, cy);
+          });
+        });
+        ctx.restore();
+      }
+    };
+  }
+
   function build(spec) {
     var horizontal = !!spec.horizontal;
     var valueAxis = horizontal ? "x" : "y";
@@ -59,27 +93,45 @@
       };
       if (ds.stack) out.stack = ds.stack;
       if (ds.overlap) { out.grouped = false; out.barPercentage = 0.6; out.categoryPercentage = 0.9; }
-      if (ds.fill) out.fill = ds.fill;
+      if (ds.fill) { out.fill = ds.fill; out.backgroundColor = color(c, ds.fill_alpha || 0.15); }
       if (ds.dashed) out.borderDash = [5, 4];
       if (ds.hidden_point) out.pointRadius = 0;
       return out;
     });
     var scales = {};
+    var catTicks = {};
+    if (spec.all_ticks) { catTicks.autoSkip = false; catTicks.maxRotation = 0; catTicks.minRotation = 0; }
+    if (spec.tick_lines) {
+      catTicks.callback = function (v, i) {
+        var lines = spec.tick_lines[i];
+        return lines && lines.length ? lines : this.getLabelForValue(v);
+      };
+    }
     scales[catAxis] = {
       stacked: !!spec.stacked,
       title: { display: !!spec.x_title, text: spec.x_title || "" },
-      grid: { display: false }
+      grid: { display: false },
+      ticks: catTicks
     };
+    var zero = spec.begin_at_zero !== false;
     scales[valueAxis] = {
       stacked: !!spec.stacked,
-      beginAtZero: spec.begin_at_zero !== false,
+      beginAtZero: zero,
       title: { display: !!spec.y_title, text: spec.y_title || "" },
       ticks: { callback: function (v) { return fmt(spec.format, v); } }
     };
     if (horizontal) { scales[catAxis].title = { display: !!spec.y_title, text: spec.y_title || "" }; scales[valueAxis].title = { display: !!spec.x_title, text: spec.x_title || "" }; }
+    // an axis that does not start at zero says so on its title, in the chart's own words
+    if (!zero) {
+      var t = scales[valueAxis].title;
+      t.display = true;
+      t.text = (t.text ? t.text + " — " : "") + (spec.axis_cut || "axis cut: does not start at zero");
+      t.color = "#b3261e";  // the portal's --bad
+    }
     return {
       type: spec.type || "bar",
       data: { labels: spec.labels || [], datasets: datasets },
+      plugins: spec.segment_labels ? [segmentLabels(spec)] : [],
       options: {
         responsive: true,
         maintainAspectRatio: false,
@@ -87,7 +139,7 @@
         indexAxis: horizontal ? "y" : "x",
         interaction: { mode: "nearest", intersect: false, axis: horizontal ? "y" : "x" },
         plugins: {
-          legend: { position: "bottom", labels: { boxWidth: 12, usePointStyle: false } },
+          legend: { display: spec.legend !== false, position: "bottom", labels: { boxWidth: 12, usePointStyle: false } },
           tooltip: {
             callbacks: {
               label: function (ctx) {
