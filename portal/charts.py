@@ -7,6 +7,8 @@ Chart specs are small JSON documents drawn by ``static/portal/js/charts.js``.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -144,11 +146,16 @@ def comparison_table(runs: Sequence[Any], baseline: Any) -> dict[str, Any]:
                 text = f"{delta * 100:+.1f} pt" if delta is not None else ""
             else:
                 text = f"{pct:+.1f}%" if pct is not None else ""
+            beyond = row.get("beyond_model_error", {}).get(rid) if not col["baseline"] else None
+            if beyond is False:  # within the engine's error on differences: not a difference to act on
+                tone = "delta-within"
             cells.append({"value": value, "delta": delta, "delta_pct": pct, "delta_text": text, "tone": tone,
-                          "baseline": col["baseline"], "fits": col.get("fits")})
+                          "baseline": col["baseline"], "fits": col.get("fits"), "within_error": beyond is False})
         rows.append({"metric": key, "label": label, "format": fmt, "cells": cells})
     nofit = [c["label"] for c in columns if c.get("fits") is False]
-    return {"columns": columns, "rows": rows, "metric_count": len(data["rows"]), "nofit": nofit}
+    error = data.get("model_error_on_differences")
+    return {"columns": columns, "rows": rows, "metric_count": len(data["rows"]), "nofit": nofit,
+            "model_error_pct": (math.exp(error) - 1.0) * 100.0 if error is not None else None}
 
 
 # --- charts ----------------------------------------------------------------------------------------------

@@ -121,3 +121,31 @@ def test_utilization_charts_follow_the_plans_cluster_order() -> None:
     assert [s["title"] for s in specs] == ["zeta: GPUs per day", "alpha: GPUs per day"]
     assert [s["id"] for s in specs] == ["chart-util-0", "chart-util-1"]
     assert specs[0]["datasets"][0]["data"] == [2.0]
+
+
+def test_compare_marks_changes_within_the_engines_error_on_differences(
+        client: Any, make_user: Any, team: Any, scenario_for: Any, finished_run: Any) -> None:
+    """A change smaller than the error on differences (error_bands.json) is greyed and marked ≈; the note says
+    how large that error is; the API says the same per run (beyond_model_error)."""
+    import math
+
+    from engine.performance.error_bands import difference_error
+    from simulations import reports
+
+    planner = make_user("planner", team=team)
+    scenario = scenario_for(team, planner)
+    runs = [finished_run(scenario, planner, monte_carlo=0, nic_gbps=s) for s in (400, 800)]
+    login(client, planner)
+    html = client.get(reverse("compare"), {"runs": ",".join(str(r.pk) for r in runs),
+                                           "baseline": runs[0].pk}).content.decode()
+    limit = difference_error()
+    assert limit is not None
+    assert f"±{(math.exp(limit) - 1) * 100:.1f}%" in html
+    data = reports.compare_runs(runs=runs, baseline=runs[0])
+    step = next(r for r in data["rows"] if r["metric"].endswith("step_time_s"))
+    base, other = step["values"][str(runs[0].pk)], step["values"][str(runs[1].pk)]
+    within = abs(math.log(other / base)) <= limit
+    assert step["beyond_model_error"][str(runs[1].pk)] is (not within)
+    assert ("delta-within" in html) is any(
+        v is False for row in data["rows"] for v in row["beyond_model_error"].values()
+        if row["metric"].rsplit(".", 1)[-1] in ("step_time_s", "mfu", "time_to_train_days", "run_cost_usd"))
