@@ -29,22 +29,30 @@ from engine.catalog import CatalogError, CatalogItems, get_item, items_of_kind
 from engine.document.costs_section import cooling_of, resolve_costs
 from engine.document.layout_checks import check_layout
 from engine.document.ranges import find_ranges, likely_scenario
+from engine.document.readers import (
+    check_keys,
+    declared_default,
+    read_bool,
+    read_choice,
+    read_choice_set,
+    read_int,
+    read_key,
+    read_mapping,
+    read_number,
+)
 from engine.errors import (
     LAYOUT_CONFLICT,
-    NOT_A_CHOICE,
-    REQUIRED,
     UNBUILDABLE_FABRIC,
     UNKNOWN_CATALOG_KEY,
-    UNKNOWN_KEY,
     WRONG_TYPE,
     ScenarioError,
 )
 from engine.fabric.pinned_study import check_fabric_study
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.fabric.topology import build_topology
-from engine.schema.bounds import check_int, check_number, check_release
+from engine.schema.bounds import check_int, check_release
 from engine.schema.calibration import check_calibration_section
-from engine.schema.fields import AUTO, BY_PATH, field, keys, required
+from engine.schema.fields import AUTO, field, keys, required
 from engine.schema.types import (
     ClusterSpec,
     FabricSettings,
@@ -73,142 +81,51 @@ CLUSTER_REQUIRED = required("cluster")
 DEFAULT_NODES_PER_RACK = 4  # four 8-GPU HGX servers per 40-45 kW rack when the server item does not say
 
 
-# --------------------------------------------------------------------------------------------- helpers
-
-
-class _Declared:
-    """The default of a helper's ``default``: the field's static default in the declaration."""
-
-
-DECLARED: Any = _Declared()
-
-
-def _declared_default(name: str) -> Any:
-    f = BY_PATH.get(name)
-    if f is None or f.required or f.default_by:
-        return None
-    return f.default
-
-
-def _mapping(doc: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(doc, Mapping):
-        raise ScenarioError(path, f"must be an object, got {type(doc).__name__}", WRONG_TYPE)
-    return doc
-
-
-def _check_keys(doc: Mapping[str, Any], allowed: set[str], required: tuple[str, ...], path: str) -> None:
-    for key in doc:
-        if key not in allowed:
-            raise ScenarioError(f"{path}.{key}" if path else str(key), f"unknown key; allowed: {', '.join(sorted(allowed))}",
-                                UNKNOWN_KEY)
-    for key in required:
-        if key not in doc:
-            raise ScenarioError(f"{path}.{key}" if path else key, "is required", REQUIRED)
-
-
-def _int(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> Any:
-    """An integer field, checked against its bound in :data:`engine.schema.bounds.BOUNDS`; ``"auto"`` (None)
-    where the declaration accepts it."""
-    name = f"{path}.{key}"
-    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
-    if value is None:
-        raise ScenarioError(name, "is required", REQUIRED)
-    allow_auto = field(name).auto
-    if allow_auto and value == AUTO:
-        return None
-    if isinstance(value, str):
-        extra = ' or "auto"' if allow_auto else ""
-        raise ScenarioError(name, f"must be an integer{extra}, got {value!r}", WRONG_TYPE)
-    return check_int(value, name)
-
-
-def _number(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> float:
-    """A number field, checked against its bound in :data:`engine.schema.bounds.BOUNDS`."""
-    name = f"{path}.{key}"
-    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
-    if value is None:
-        raise ScenarioError(name, "is required", REQUIRED)
-    return check_number(value, name)
-
-
-def _choice(doc: Mapping[str, Any], key: str, path: str, default: Any = DECLARED) -> str | None:
-    """A value of the field's enum (:mod:`engine.schema.enums`); ``"auto"`` (None) where the declaration accepts it."""
-    name = f"{path}.{key}"
-    f = field(name)
-    assert f.choices is not None, name
-    value = doc.get(key, _declared_default(name) if default is DECLARED else default)
-    if value is None:
-        raise ScenarioError(name, "is required", REQUIRED)
-    if f.auto and value == AUTO:
-        return None
-    options = f.choices.values()
-    if not isinstance(value, str) or value not in options:
-        extra = ' or "auto"' if f.auto else ""
-        raise ScenarioError(name, f"must be one of {', '.join(options)}{extra}, got {value!r}", NOT_A_CHOICE)
-    return value
-
-
-def _bool(doc: Mapping[str, Any], key: str, path: str, default: bool | None, allow_auto: bool = False) -> bool | None:
-    value = doc.get(key, default)
-    if allow_auto and value == AUTO:
-        return None
-    if not isinstance(value, bool):
-        raise ScenarioError(f"{path}.{key}", f"must be true or false, got {value!r}", WRONG_TYPE)
-    return value
-
-
-def _key(doc: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = doc.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ScenarioError(f"{path}.{key}", f"must be a catalog key string, got {value!r}", WRONG_TYPE)
-    return value
-
-
 # --------------------------------------------------------------------------------------------- sections
 
 
 def _parse_moe(doc: Any, hidden: int, layers: int) -> MoESpec:
     path = "model.moe"
-    d = _mapping(doc, path)
-    _check_keys(d, MOE_KEYS, MOE_REQUIRED, path)
-    experts = _int(d, "experts", path)
-    top_k = _int(d, "top_k", path)
+    d = read_mapping(doc, path)
+    check_keys(d, MOE_KEYS, MOE_REQUIRED, path)
+    experts = read_int(d, "experts", path)
+    top_k = read_int(d, "top_k", path)
     if top_k > experts:
         raise ScenarioError(f"{path}.top_k", f"{top_k} exceeds model.moe.experts={experts}")
-    dense_layers = _int(d, "dense_layers", path)
+    dense_layers = read_int(d, "dense_layers", path)
     if dense_layers >= layers:
         raise ScenarioError(f"{path}.dense_layers", f"{dense_layers} must be fewer than model.layers={layers}")
     return MoESpec(
         experts=experts,
         top_k=top_k,
-        expert_ffn_hidden=_int(d, "expert_ffn_hidden", path),
-        shared_experts=_int(d, "shared_experts", path),
+        expert_ffn_hidden=read_int(d, "expert_ffn_hidden", path),
+        shared_experts=read_int(d, "shared_experts", path),
         dense_layers=dense_layers,
-        dense_ffn_hidden=_int(d, "dense_ffn_hidden", path, default=4 * hidden),
+        dense_ffn_hidden=read_int(d, "dense_ffn_hidden", path, default=4 * hidden),
     )
 
 
-def _parse_model(doc: Any) -> ModelSpec:
+def parse_model(doc: Any) -> ModelSpec:
     path = "model"
-    d = _mapping(doc, path)
-    _check_keys(d, MODEL_KEYS, MODEL_REQUIRED, path)
-    layers = _int(d, "layers", path)
-    hidden = _int(d, "hidden", path)
-    heads = _int(d, "heads", path)
+    d = read_mapping(doc, path)
+    check_keys(d, MODEL_KEYS, MODEL_REQUIRED, path)
+    layers = read_int(d, "layers", path)
+    hidden = read_int(d, "hidden", path)
+    heads = read_int(d, "heads", path)
     if hidden % heads and d.get("head_dim") is None:
         raise ScenarioError("model.heads", f"{heads} does not divide model.hidden={hidden} (give model.head_dim)")
-    kv_heads = _int(d, "kv_heads", path, default=heads)
+    kv_heads = read_int(d, "kv_heads", path, default=heads)
     if kv_heads > heads or heads % kv_heads:
         raise ScenarioError("model.kv_heads", f"{kv_heads} must divide model.heads={heads}")
-    name = d.get("name", _declared_default("model.name"))
+    name = d.get("name", declared_default("model.name"))
     if not isinstance(name, str):
         raise ScenarioError("model.name", f"must be a string, got {name!r}", WRONG_TYPE)
     moe = _parse_moe(d["moe"], hidden, layers) if d.get("moe") is not None else None
-    head_dim = _int(d, "head_dim", path) if d.get("head_dim") is not None else 0
+    head_dim = read_int(d, "head_dim", path) if d.get("head_dim") is not None else 0
     if head_dim == hidden // heads:
         head_dim = 0
-    seq_len = _int(d, "seq_len", path)
-    window = _int(d, "attention_window", path) if d.get("attention_window") is not None else 0
+    seq_len = read_int(d, "seq_len", path)
+    window = read_int(d, "attention_window", path) if d.get("attention_window") is not None else 0
     if window >= seq_len:
         window = 0  # a window as long as the sequence is full attention
     return ModelSpec(
@@ -217,9 +134,9 @@ def _parse_model(doc: Any) -> ModelSpec:
         hidden=hidden,
         heads=heads,
         kv_heads=kv_heads,
-        ffn_hidden=_int(d, "ffn_hidden", path, default=4 * hidden),
-        gated_ffn=bool(_bool(d, "gated_ffn", path, default=_declared_default("model.gated_ffn"))),
-        vocab=_int(d, "vocab", path),
+        ffn_hidden=read_int(d, "ffn_hidden", path, default=4 * hidden),
+        gated_ffn=bool(read_bool(d, "gated_ffn", path, default=declared_default("model.gated_ffn"))),
+        vocab=read_int(d, "vocab", path),
         seq_len=seq_len,
         moe=moe,
         head_dim=head_dim,
@@ -227,34 +144,35 @@ def _parse_model(doc: Any) -> ModelSpec:
     )
 
 
-def _parse_training(doc: Any) -> TrainingSpec:
+def parse_training(doc: Any) -> TrainingSpec:
     path = "training"
-    d = _mapping(doc, path)
-    _check_keys(d, TRAINING_KEYS, TRAINING_REQUIRED, path)
+    d = read_mapping(doc, path)
+    check_keys(d, TRAINING_KEYS, TRAINING_REQUIRED, path)
     return TrainingSpec(
-        global_batch=_int(d, "global_batch", path),
-        micro_batch=_int(d, "micro_batch", path),
-        precision=str(_choice(d, "precision", path)),
-        recompute=_choice(d, "recompute", path),
-        tokens=_number(d, "tokens", path),
-        zero=_int(d, "zero", path),  # 0-3 (the bound) or "auto"
-        attention=_choice(d, "attention", path),
-        dropout=None if d.get("dropout", AUTO) == AUTO else _bool(d, "dropout", path, default=None),
-        framework=_choice(d, "framework", path),
+        global_batch=read_int(d, "global_batch", path),
+        micro_batch=read_int(d, "micro_batch", path),
+        precision=str(read_choice(d, "precision", path)),
+        recompute=read_choice(d, "recompute", path),
+        tokens=read_number(d, "tokens", path),
+        zero=read_int(d, "zero", path),  # 0-3 (the bound) or "auto"
+        attention=read_choice(d, "attention", path),
+        dropout=None if d.get("dropout", AUTO) == AUTO else read_bool(d, "dropout", path, default=None),
+        framework=read_choice(d, "framework", path),
         framework_release=(check_release(d["framework_release"], f"{path}.framework_release")
                            if d.get("framework_release") is not None else None),
-        expert_kernel=_choice(d, "expert_kernel", path),
-        moe_dispatcher=_choice(d, "moe_dispatcher", path),
-        shard_group=_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
+        expert_kernel=read_choice(d, "expert_kernel", path),
+        moe_dispatcher=read_choice(d, "moe_dispatcher", path),
+        shard_group=read_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
+        recompute_modules=read_choice_set(d, "recompute_modules", path),
     )
 
 
-def _parse_parallelism(doc: Any) -> ParallelismSpec:
+def parse_parallelism(doc: Any) -> ParallelismSpec:
     path = "parallelism"
     if doc == AUTO:
         return ParallelismSpec(None, None, None, None, None, None, None)
-    d = _mapping(doc, path)
-    _check_keys(d, PAR_KEYS, (), path)
+    d = read_mapping(doc, path)
+    check_keys(d, PAR_KEYS, (), path)
     vals: dict[str, int | None] = {}
     choices: list[tuple[str, tuple[int, ...]]] = []
     for key in ("tp", "pp", "cp", "ep", "vpp"):
@@ -266,15 +184,15 @@ def _parse_parallelism(doc: Any) -> ParallelismSpec:
                 vals[key] = None
                 choices.append((key, allowed))
             continue
-        vals[key] = _int(d, key, path)  # default 1, or "auto"
+        vals[key] = read_int(d, key, path)  # default 1, or "auto"
     # dp omitted = derived from gpus; "auto" = searched together with the others
-    vals["dp"] = _int(d, "dp", path) if "dp" in d else None
+    vals["dp"] = read_int(d, "dp", path) if "dp" in d else None
     return ParallelismSpec(
         tp=vals["tp"], pp=vals["pp"], dp=vals["dp"], cp=vals["cp"], ep=vals["ep"], vpp=vals["vpp"],
-        sequence_parallel=_bool(d, "sequence_parallel", path, default=None, allow_auto=True)
+        sequence_parallel=read_bool(d, "sequence_parallel", path, default=None, allow_auto=True)
         if "sequence_parallel" in d else None,
         choices=tuple(choices),
-        dp_placement=_choice(d, "dp_placement", path),
+        dp_placement=read_choice(d, "dp_placement", path),
     )
 
 
@@ -292,8 +210,8 @@ def _int_choices(values: list[Any], name: str) -> tuple[int, ...]:
 def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
     """The cluster section's own fields; ``tiers`` is the given count (0 = auto) until the fabric is sized."""
     path = "cluster"
-    d = _mapping(doc, path)
-    _check_keys(d, CLUSTER_KEYS, CLUSTER_REQUIRED, path)
+    d = read_mapping(doc, path)
+    check_keys(d, CLUSTER_KEYS, CLUSTER_REQUIRED, path)
     gpu = d["gpu"]
     if not isinstance(gpu, str):
         raise ScenarioError("cluster.gpu", f"must be a catalog key string, got {gpu!r}", WRONG_TYPE)
@@ -301,33 +219,33 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
         item = get_item(gpu, "gpu", "cluster.gpu", catalog)
     except CatalogError as exc:
         raise ScenarioError("cluster.gpu", exc.message, UNKNOWN_CATALOG_KEY) from exc
-    gpus = _int(d, "gpus", path)
+    gpus = read_int(d, "gpus", path)
     specs = item.get("specs") or {}
-    gpn = _int(d, "gpus_per_node", path, default=int(specs.get("default_gpus_per_node", 8)))
+    gpn = read_int(d, "gpus_per_node", path, default=int(specs.get("default_gpus_per_node", 8)))
     sizes = [int(n) for n in specs.get("node_sizes") or ()]
     if sizes and gpn not in sizes:
         raise ScenarioError("cluster.gpus_per_node", f"{gpu} comes in {' or '.join(map(str, sizes))}-GPU NVLink "
                                                      f"domains (rack-scale system), got {gpn}")
     if gpus % gpn and gpus > gpn:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
-    nics = _int(d, "nics_per_node", path, default=gpn)
-    nic_gbps = _number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))
-    fabric = str(_choice(d, "fabric", path))
-    topology = str(_choice(d, "topology", path))
+    nics = read_int(d, "nics_per_node", path, default=gpn)
+    nic_gbps = read_number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))
+    fabric = str(read_choice(d, "fabric", path))
+    topology = str(read_choice(d, "topology", path))
     tiers_given = d.get("tiers") not in (None, AUTO)
-    tiers = _int(d, "tiers", path) if tiers_given else 0
-    oversub = _number(d, "oversubscription", path)
+    tiers = read_int(d, "tiers", path) if tiers_given else 0
+    oversub = read_number(d, "oversubscription", path)
     pod_given = d.get("pod_gpus") is not None
-    pod = min(_int(d, "pod_gpus", path, default=gpus), gpus)
-    routing = str(_choice(d, "routing", path, default=field("cluster.routing").default_for({"fabric": fabric})))
-    qps = _int(d, "qps_per_connection", path, default=field("cluster.qps_per_connection").default_for({"routing": routing}))
+    pod = min(read_int(d, "pod_gpus", path, default=gpus), gpus)
+    routing = str(read_choice(d, "routing", path, default=field("cluster.routing").default_for({"fabric": fabric})))
+    qps = read_int(d, "qps_per_connection", path, default=field("cluster.qps_per_connection").default_for({"routing": routing}))
     return ClusterSpec(
         gpu=gpu, gpus=gpus, gpus_per_node=gpn, nics_per_node=nics, nic_gbps=nic_gbps, fabric=fabric,
         topology=topology, tiers=tiers, oversubscription=oversub, pod_gpus=pod, routing=routing,
-        switch=_key(d, "switch", path), nic=_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
+        switch=read_key(d, "switch", path), nic=read_key(d, "nic", path), qps_per_connection=qps, tiers_given=tiers_given,
         pod_given=pod_given,
-        in_network_reduction=bool(_bool(d, "in_network_reduction", path,
-                                        default=_declared_default("cluster.in_network_reduction"))),
+        in_network_reduction=bool(read_bool(d, "in_network_reduction", path,
+                                        default=declared_default("cluster.in_network_reduction"))),
     )
 
 
@@ -369,17 +287,17 @@ def default_server_key(gpu: str, gpus_per_node: int, catalog: CatalogItems | Non
 def _fabric_settings(costs: Any, c: ClusterSpec, catalog: CatalogItems | None) -> FabricSettings:
     """The settings under ``costs`` that change what is built (already checked for unknown keys)."""
     d: Mapping[str, Any] = costs if isinstance(costs, Mapping) else {}
-    server = _server(_key(d, "server", "costs"), c, catalog)
+    server = _server(read_key(d, "server", "costs"), c, catalog)
     npr_default = DEFAULT_NODES_PER_RACK
     if server is not None:
         npr_default = int((get_item(server, "server", "costs.server", catalog).get("specs") or {})
                           .get("nodes_per_rack", DEFAULT_NODES_PER_RACK))
-    planes = None if d.get("planes") in (None, AUTO) else _int(d, "planes", "costs")
+    planes = None if d.get("planes") in (None, AUTO) else read_int(d, "planes", "costs")
     return FabricSettings(
         server=server,
         planes=planes,
-        nodes_per_rack=_int(d, "nodes_per_rack", "costs", default=npr_default),
-        leaf_placement=str(_choice(d, "leaf_placement", "costs")),
+        nodes_per_rack=read_int(d, "nodes_per_rack", "costs", default=npr_default),
+        leaf_placement=str(read_choice(d, "leaf_placement", "costs")),
     )
 
 
@@ -438,22 +356,22 @@ def parse_scenario(doc: Mapping[str, Any] | ScenarioSpec, catalog: CatalogItems 
     """
     if isinstance(doc, ScenarioSpec):
         return doc
-    raw = _mapping(doc, "scenario")
-    _check_keys(raw, TOP_KEYS, REQUIRED_TOP, "")
+    raw = read_mapping(doc, "scenario")
+    check_keys(raw, TOP_KEYS, REQUIRED_TOP, "")
     for key in ("costs", "uncertainty"):
         if raw.get(key) is not None and not isinstance(raw[key], Mapping):
             raise ScenarioError(key, "must be an object", WRONG_TYPE)
     ranges = find_ranges(raw)
     d = likely_scenario(raw, ranges) if ranges else raw
-    name = d.get("name", _declared_default("name"))
+    name = d.get("name", declared_default("name"))
     if not isinstance(name, str):
         raise ScenarioError("name", f"must be a string, got {name!r}", WRONG_TYPE)
-    description = d.get("description", _declared_default("description"))
+    description = d.get("description", declared_default("description"))
     if not isinstance(description, str):
         raise ScenarioError("description", f"must be a string, got {description!r}", WRONG_TYPE)
-    model = _parse_model(d["model"])
-    training = _parse_training(d["training"])
-    parallelism = _parse_parallelism(d["parallelism"])
+    model = parse_model(d["model"])
+    training = parse_training(d["training"])
+    parallelism = parse_parallelism(d["parallelism"])
     cluster = _cluster_fields(d["cluster"], catalog)
     fabric = _fabric_settings(d.get("costs"), cluster, catalog)
     server = get_item(fabric.server, "server", "costs.server", catalog) if fabric.server else None

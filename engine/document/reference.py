@@ -32,7 +32,9 @@ _BLOCK = re.compile(r"(<!-- reference:(?P<section>[a-z_.]*) -->\n)(?P<body>.*?)(
 
 
 def _type(f: Field) -> str:
-    if f.choices is not None:
+    if f.choices is not None and f.kind == "choices":
+        text = "list of " + " / ".join(f"`{v}`" for v in f.choices.values())
+    elif f.choices is not None:
         text = " / ".join(f"`{v}`" for v in f.choices.values())
     else:
         text = {"int": "int", "number": "number", "bool": "bool", "string": "string", "key": "catalog key",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.document.parse import _parse_model, _parse_parallelism, _parse_training
+from engine.document.parse import parse_model, parse_parallelism, parse_training
 from engine.document.ranges import find_ranges, likely_scenario
 from engine.errors import ScenarioError
 
@@ -24,6 +24,6 @@ def validate_workload(model: Any, training: Any, parallelism: Any = "auto") -> N
             raise ScenarioError(key, f"must be an object, got {type(doc[key]).__name__}")
     ranges = find_ranges(doc)
     d = likely_scenario(doc, ranges) if ranges else doc
-    _parse_model(d["model"])
-    _parse_training(d["training"])
-    _parse_parallelism(d["parallelism"])
+    parse_model(d["model"])
+    parse_training(d["training"])
+    parse_parallelism(d["parallelism"])

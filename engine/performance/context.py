@@ -21,7 +21,15 @@ from engine.performance.collectives.placement import Net
 from engine.performance.datatypes import BF16_BYTES, FP8_BYTES
 from engine.performance.frameworks import NCCL_ALL_ALGORITHMS, NCCL_NVLS, moe_dispatcher, nccl_algorithms
 from engine.performance.hardware import GpuSpec
-from engine.schema.enums import DEFAULT_QPS, DpPlacement, Framework, MoeDispatcher, Precision, Recompute
+from engine.schema.enums import (
+    DEFAULT_QPS,
+    DEFAULT_RECOMPUTE_MODULES,
+    DpPlacement,
+    Framework,
+    MoeDispatcher,
+    Precision,
+    Recompute,
+)
 from engine.schema.types import ScenarioSpec
 from engine.units import BITS_PER_BYTE, GIGA, Arr, BoolArr
 
@@ -112,6 +120,8 @@ class Context:
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS
     attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
     shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
+    # training.recompute_modules: what selective recomputation regenerates (RecomputeModule values)
+    recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
 
     @property
     def attn_keys(self) -> float:
@@ -204,6 +214,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         framework=getattr(t, "framework", None),
         framework_release=getattr(t, "framework_release", None),
         shard_group=float(getattr(t, "shard_group", None) or 0.0),
+        recompute_modules=frozenset(getattr(t, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES),
         nccl_algorithms=nccl_algorithms(getattr(t, "framework_release", None)),
         # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
         # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)

@@ -118,6 +118,24 @@ class Recompute(ChoiceSet):
     CHOICES = ((NONE, "None"), (SELECTIVE, "Selective"), (FULL, "Full"))
 
 
+class RecomputeModule(ChoiceSet):
+    """What selective recomputation regenerates (training.recompute_modules; Megatron-Core --recompute-modules,
+    torchtitan selective op checkpointing): the layernorm outputs, the FFN activation-function output, the
+    attention core (scores: matters only where they are materialised, unfused), or the whole FFN (its GEMMs too)."""
+
+    LAYERNORM = "layernorm"
+    ACTIVATION = "activation"
+    CORE_ATTN = "core_attn"
+    MLP = "mlp"
+    CHOICES = ((LAYERNORM, "Layernorm outputs"), (ACTIVATION, "FFN activation output"),
+               (CORE_ATTN, "Attention core"), (MLP, "Whole FFN (GEMMs included)"))
+
+
+#: what ``selective`` regenerates when training.recompute_modules is not given: everything except the GEMMs
+#: (docs/performance-model.md section 14)
+DEFAULT_RECOMPUTE_MODULES = (RecomputeModule.LAYERNORM, RecomputeModule.ACTIVATION, RecomputeModule.CORE_ATTN)
+
+
 class MoeDispatcher(ChoiceSet):
     """MoE token dispatcher (Megatron-Core ``--moe-token-dispatcher-type``): ``alltoall`` sends tokens only to
     the EP ranks that hold their experts (NeMo / Megatron-Bridge MoE recipes, DeepSpeed-MoE, MegaScale-MoE);
@@ -182,5 +200,5 @@ CHOICE_SETS: dict[str, type[ChoiceSet]] = {
     "fabric": Fabric, "topology": TopologyKind, "routing": Routing, "framework": Framework,
     "precision": Precision, "attention": Attention, "recompute": Recompute, "moe_dispatcher": MoeDispatcher,
     "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
-    "distribution": Distribution, "dp_placement": DpPlacement,
+    "distribution": Distribution, "dp_placement": DpPlacement, "recompute_module": RecomputeModule,
 }

@@ -35,12 +35,14 @@ from engine.schema.enums import (
     MoeDispatcher,
     Precision,
     Recompute,
+    RecomputeModule,
     Routing,
     TopologyKind,
 )
 
 AUTO = "auto"
-FieldKind = Literal["int", "number", "bool", "choice", "string", "key", "object"]
+# "choices": a list of distinct values of the field's enum (a set, written in the enum's order)
+FieldKind = Literal["int", "number", "bool", "choice", "choices", "string", "key", "object"]
 # how the canonical document (scenario_to_dict) writes a parsed field
 ALWAYS = "always"  # always, as parsed
 AUTO_OR_VALUE = "auto"  # the value, or "auto" when the engine decides (parsed as None)
@@ -199,6 +201,13 @@ FIELDS: tuple[Field, ...] = (
             "recompute everything except the GEMMs (layernorm and activation-function outputs, plus the attention "
             "core when `attention` is `unfused`; Korthikanti et al. 2022), about 1% time "
             "(docs/performance-model.md sections 2, 6)"),
+    _f("training.recompute_modules", "choices", "What selective recomputation regenerates",
+       choices=RecomputeModule, default_text="`layernorm`, `activation`, `core_attn`", write=IF_SET, unset=None,
+       more="Applies where `recompute` is `selective` (or the search picks it); Megatron-Core --recompute-modules, "
+            "torchtitan selective op checkpointing. `layernorm`: the two layernorm outputs; `activation`: the FFN "
+            "activation-function output; `core_attn`: the attention scores (only unfused attention stores them); "
+            "`mlp`: the whole FFN, its GEMMs recomputed too (dense and routed experts; tokens stay dispatched). "
+            "Written to the canonical document only when set (docs/performance-model.md sections 2, 6)"),
     _f("training.tokens", "number", "Tokens to train, for time_to_train_days and gpu_hours", default=MANDATORY),
     _f("training.zero", "int", "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights",
        default=1, auto=True, write=AUTO_OR_VALUE),
@@ -376,7 +385,8 @@ def json_schema(section: str, *, partial: bool = False) -> dict[str, Any]:
     return out
 
 
-_JSON_TYPES = {"int": "integer", "number": "number", "bool": "boolean", "choice": "string", "string": "string",
+_JSON_TYPES = {"int": "integer", "number": "number", "bool": "boolean", "choice": "string", "choices": "array",
+               "string": "string",
                "key": "string"}
 _RANGE_SCHEMA: dict[str, Any] = {"type": "object", "description": "a range", "required": ["low", "high"],
                                  "properties": {k: {"type": "number"} for k in ("low", "likely", "high")}
@@ -392,7 +402,10 @@ def field_schema(path: str) -> dict[str, Any]:
             nested = {"oneOf": [nested, {"type": "string", "enum": [AUTO]}]}
         return {**nested, "description": f.help}
     one: dict[str, Any] = {"type": _JSON_TYPES[f.kind]}
-    if f.choices is not None:
+    if f.kind == "choices" and f.choices is not None:
+        one["items"] = {"type": "string", "enum": list(f.choices.values())}
+        one["uniqueItems"] = True
+    elif f.choices is not None:
         one["enum"] = list(f.choices.values())
     bound = f.bound
     if bound is not None:

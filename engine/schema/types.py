@@ -161,6 +161,7 @@ class TrainingSpec:
     expert_kernel: str | None = None  # an ExpertKernel value; None = auto (family and precision default)
     moe_dispatcher: str | None = None  # a MoeDispatcher value; None = auto (frameworks.moe_dispatcher)
     shard_group: int | None = None  # ZeRO shard group size (HSDP); None = every data x context parallel rank
+    recompute_modules: tuple[str, ...] | None = None  # RecomputeModule values; None = the default selective set
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def _section(spec: Any, section: str) -> dict[str, Any]:
         elif f.write == AUTO_OR_VALUE:
             out[f.key] = AUTO if value is None else value
         elif (f.write == IF_SET and value != f.unset) or (f.write == IF_GIVEN and getattr(spec, f.given)) or (f.write == IF_NOT_DEFAULT and value != f.default_for({f.default_by: getattr(spec, f.default_by)})):
-            out[f.key] = value
+            out[f.key] = list(value) if isinstance(value, tuple) else value  # a list of choices stays a list
     return out
 
 

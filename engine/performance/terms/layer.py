@@ -21,8 +21,8 @@ from engine.performance.terms.kernels import (
     output_layer_bf16,
 )
 from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, mix
-from engine.schema.enums import Precision
-from engine.units import Seconds
+from engine.schema.enums import Precision, RecomputeModule
+from engine.units import Count, Seconds
 
 # fp8 (Transformer Engine recipe): every GEMM operand is cast with its transpose (hardware.FP8_CAST_BYTES).
 # Forward: the inputs of the output projection and FFN-out (the QKV and FFN-in casts are fused into the
@@ -33,11 +33,13 @@ FP8_CAST_KERNELS_BWD = 4.0
 FP8_H_WIDE_GRADS = 2.0
 # Backward moves twice the forward's elementwise traffic (read the saved input and the output gradient).
 BWD_EW_FACTOR = 2.0
-# Selective recomputation (everything except GEMMs; Korthikanti et al. 2022, Megatron-Core --recompute-modules
-# layernorm moe_act core_attn): the two layernorm outputs (read + write h each: 4h elements) and the FFN
-# activation output, 3 kernels; plus the unfused attention core.
+# Selective recomputation, by module (training.recompute_modules; default everything except GEMMs: Korthikanti et
+# al. 2022, Megatron-Core --recompute-modules layernorm moe_act core_attn): the two layernorm outputs (read + write
+# h each: 4h elements, 2 kernels), the FFN activation output (1 kernel), the unfused attention core; "mlp" redoes
+# the FFN's forward GEMMs as well.
 SELECTIVE_LN_ELEMS_PER_H = 4.0
-SELECTIVE_KERNELS = 3.0
+SELECTIVE_LN_KERNELS = 2.0  # the two layernorms (training.recompute_modules "layernorm")
+SELECTIVE_ACT_KERNELS = 1.0  # the FFN activation function ("activation"; "mlp" recomputes it with the FFN GEMMs)
 # Loss on fp32 logits: softmax, loss and gradient passes over the M x V/t logits, 4 passes of 4 bytes.
 LOSS_PASSES = 4.0
 
@@ -98,6 +100,27 @@ def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, 
             hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD))
 
 
+def selective_recompute(ctx: Context, shape: LayoutShape, attn: AttentionCore, ffn_gemm_s: Seconds,
+                        activation_elems: Count) -> Seconds:
+    """What selective recomputation costs per layer and micro-batch, module by module (ctx.recompute_modules):
+    layernorm = an HBM pass over the two layernorm outputs (4h / sp elements per token) + 2 launches; activation =
+    a pass over the FFN activation's elements + 1 launch; core_attn = the attention core's forward where it is
+    unfused (a fused kernel stores no scores to drop); mlp = the FFN's forward GEMMs + its activation."""
+    mods = ctx.recompute_modules
+    m_tok = shape.microbatch_tokens
+    out = np.zeros_like(np.asarray(m_tok, dtype=np.float64))
+    if RecomputeModule.LAYERNORM in mods:
+        out = out + hbm_time(ctx, m_tok * BYTES_ACT * SELECTIVE_LN_ELEMS_PER_H * ctx.hidden
+                             / shape.sequence_shard_ranks) + launches(SELECTIVE_LN_KERNELS)
+    if RecomputeModule.ACTIVATION in mods or RecomputeModule.MLP in mods:
+        out = out + hbm_time(ctx, m_tok * BYTES_ACT * activation_elems) + launches(SELECTIVE_ACT_KERNELS)
+    if RecomputeModule.MLP in mods:
+        out = out + ffn_gemm_s
+    if RecomputeModule.CORE_ATTN in mods:
+        out = out + np.where(attn.unfused, attn.forward_s, 0.0)
+    return out
+
+
 def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: AttentionCore, dense: DenseFfn,
                   moe: MoeFfn) -> LayerCompute:
     f, rc = shape.moe_layer_fraction, lay.recompute
@@ -107,11 +130,8 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
     cast_fwd, cast_bwd = fp8_casts(ctx, lay, shape)
     fwd = gemm_fwd + attn.forward_s + ew_fwd + cast_fwd
     bwd = BWD_GEMM_FACTOR * gemm_fwd + attn.backward_s + BWD_EW_FACTOR * ew_fwd + cast_bwd
-    act_rc = mix(shape, dense.activation_elems, moe.activation_elems)
-    sel_ew = (hbm_time(ctx, shape.microbatch_tokens * BYTES_ACT * (SELECTIVE_LN_ELEMS_PER_H * ctx.hidden
-                                                                    / shape.sequence_shard_ranks + act_rc))
-              + launches(SELECTIVE_KERNELS))
-    sel = sel_ew + np.where(attn.unfused, attn.forward_s, 0.0)
+    sel = selective_recompute(ctx, shape, attn, ffn_gemm_s=gemm_fwd - t_attn_gemm,
+                              activation_elems=mix(shape, dense.activation_elems, moe.activation_elems))
     rc_s = np.where(rc >= RECOMPUTE_FULL, fwd, np.where(rc >= RECOMPUTE_SELECTIVE, sel, 0.0))
     return LayerCompute(attention_gemms_s=t_attn_gemm, gemm_forward_s=gemm_fwd, elementwise_forward_s=ew_fwd,
                         fp8_cast_forward_s=cast_fwd, fp8_cast_backward_s=cast_bwd, forward_s=fwd, backward_s=bwd,

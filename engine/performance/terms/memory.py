@@ -27,6 +27,7 @@ from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import LayoutShape
 from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
+from engine.schema.enums import RecomputeModule
 from engine.units import GIGA, Bytes, Count
 
 # Datasheet HBM sizes are binary: an "80 GB" H100 has 81,559 MiB (85.5e9 bytes, nvidia-smi), a "40 GB" A100
@@ -116,13 +117,29 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     stored = rep / sp_div + shard / tp + routed_copies
     ln_out = (SELECTIVE_LN_OUTPUT_PER_H - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
     act_out = SELECTIVE_ACT_OUTPUT_PER_F - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
-    act_out_ffn = (1.0 - f) * act_out * f_d + f * act_out * ctx.expert_ffn * active_experts
-    saved = ln_out / sp_div + act_out_ffn / tp
+    ffn_widths = (1.0 - f) * f_d + f * ctx.expert_ffn * active_experts
+    saved = selective_saved_bytes(ctx.recompute_modules, ln_out / sp_div, act_out * ffn_widths / tp,
+                                  ffn_per_f * ffn_widths / tp)
     scores = np.where(unfused_attention(ctx, lay.cp),
                       UNFUSED_SCORE_BYTES_KEPT * ctx.heads * ctx.seq / np.minimum(tp, ctx.heads), 0.0)
+    scores_selective = 0.0 if RecomputeModule.CORE_ATTN in ctx.recompute_modules else scores
     kept = np.where(rc >= RECOMPUTE_FULL, BYTES_ACT * h / sp_div,
-                    stored + np.where(rc >= RECOMPUTE_SELECTIVE, -saved, scores))
+                    stored + np.where(rc >= RECOMPUTE_SELECTIVE, scores_selective - saved, scores))
     return LayerActivations(stored_bytes=stored, selective_saved_bytes=saved, score_bytes=scores, kept_bytes=kept)
+
+
+def selective_saved_bytes(modules: frozenset[str], layernorm_out: Count, activation_out: Count,
+                          ffn_internal: Count) -> Count:
+    """Bytes per token per layer that selective recomputation of ``modules`` drops (training.recompute_modules):
+    the layernorm outputs (QKV and FFN-in GEMM inputs) for "layernorm"; the FFN activation output (the FFN-out GEMM
+    input) for "activation"; every activation inside the FFN (its input, the checkpoint, stays) for "mlp", which
+    includes the activation output. The unfused attention scores ("core_attn") are dropped by the caller."""
+    out = layernorm_out if RecomputeModule.LAYERNORM in modules else 0.0
+    if RecomputeModule.MLP in modules:
+        return out + ffn_internal
+    if RecomputeModule.ACTIVATION in modules:
+        return out + activation_out
+    return out + 0.0 * activation_out
 
 
 def in_flight_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape) -> Count:

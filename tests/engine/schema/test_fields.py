@@ -9,7 +9,7 @@ import pytest
 
 from engine.document import costs_section, parse, ranges
 from engine.document.parse import parse_scenario
-from engine.errors import NOT_A_CHOICE, UNKNOWN_KEY, ScenarioError
+from engine.errors import NOT_A_CHOICE, UNKNOWN_KEY, WRONG_TYPE, ScenarioError
 from engine.schema.bounds import BOUNDS, bound_for
 from engine.schema.fields import (
     BY_PATH,
@@ -41,7 +41,7 @@ def test_declaration_is_consistent() -> None:
     assert len(BY_PATH) == len(FIELDS)
     for f in FIELDS:
         assert f.section in SECTIONS, f.path
-        assert (f.choices is not None) == (f.kind == "choice"), f.path
+        assert (f.choices is not None) == (f.kind in ("choice", "choices")), f.path
         if f.default_by:
             assert set(f.default) == set(field(f"{f.section}.{f.default_by}").choices.values()), f.path  # type: ignore[union-attr]
         if f.choices is not None and not f.required and not f.default_by and f.default not in (None, "auto"):
@@ -68,7 +68,7 @@ def test_an_undeclared_key_is_refused_listing_the_declared_ones(section: str) ->
     assert exc.value.message.endswith(", ".join(sorted(keys(section))))
 
 
-@pytest.mark.parametrize("f", [f for f in FIELDS if f.choices is not None and f.section in ("training", "cluster")],
+@pytest.mark.parametrize("f", [f for f in FIELDS if f.kind == "choice" and f.section in ("training", "cluster")],
                          ids=lambda f: f.path)
 def test_every_choice_is_accepted_and_nothing_else(f: Any) -> None:
     section = f.section
@@ -85,6 +85,19 @@ def test_every_choice_is_accepted_and_nothing_else(f: Any) -> None:
     assert exc.value.field == f.path and exc.value.code == NOT_A_CHOICE
     assert exc.value.message.startswith("must be one of " + ", ".join(f.choices.values()))
     assert (' or "auto"' in exc.value.message) == f.auto
+
+
+@pytest.mark.parametrize("f", [f for f in FIELDS if f.kind == "choices"], ids=lambda f: f.path)
+def test_every_choice_set_is_accepted_as_a_list_and_nothing_else(f: Any) -> None:
+    values = list(f.choices.values())
+    doc = scenario()
+    doc[f.section][f.key] = list(reversed(values))
+    assert getattr(getattr(parse_scenario(doc), f.section), f.key) == tuple(values)  # the enum's order
+    for bad, where, code in ((values[0], f.path, WRONG_TYPE), ([values[0], "magic"], f"{f.path}.1", NOT_A_CHOICE)):
+        doc[f.section][f.key] = bad
+        with pytest.raises(ScenarioError) as exc:
+            parse_scenario(doc)
+        assert exc.value.field == where and exc.value.code == code
 
 
 def test_static_defaults_are_the_parsed_defaults() -> None:

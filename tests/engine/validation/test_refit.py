@@ -70,7 +70,7 @@ def test_a_refit_with_all_its_sources_keeps_the_value() -> None:
 
 
 def test_hopper_fp8_without_its_only_source_follows_bf16_by_the_component_ratio() -> None:
-    assert refit.H100_FP8_OVER_BF16 == pytest.approx((1402.6 / 1979.0) / (794.5 / 989.0))
+    assert pytest.approx((1402.6 / 1979.0) / (794.5 / 989.0)) == refit.H100_FP8_OVER_BF16
     hook = refit.gemm_eff_refit("hopper", "gemm_eff_fp8", "fp8", (NEMO,), followers=("blackwell",))
     with hook(_without(NEMO)):
         assert hw.FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"] == pytest.approx(

@@ -21,7 +21,7 @@ P = 1.0e9
 
 
 def test_shard_group_sets_the_shard_and_replica_ranks() -> None:
-    _, lay, shape = build(dense_doc(zero=1, shard_group=4))  # tp 8 on 64 GPUs: d = 8
+    _, _, shape = build(dense_doc(zero=1, shard_group=4))  # tp 8 on 64 GPUs: d = 8
     assert shape.grad_reduce_ranks[0] == 8
     assert shape.zero_shard_ranks[0] == 4 and shape.replica_ranks[0] == 2
     _, _, plain = build(dense_doc(zero=1))
