@@ -59,6 +59,8 @@ def replica_allreduce(zero: Count, shape: LayoutShape, groups: GroupComm, grad_b
     replicas (d c / g of them, one rank per group) all-reduce that shard once per step. Zero without HSDP (one
     replica) or ZeRO-0 (whose all-reduce already spans every d c rank)."""
     active = (zero >= ZERO_SHARDS_OPTIMIZER) & (shape.replica_ranks > 1)
+    if not np.any(active):
+        return np.zeros_like(np.asarray(zero, dtype=np.float64))
     return np.where(active, groups.time(CollectiveKind.ALL_REDUCE, grad_bytes / shape.zero_shard_ranks,
                                         ParallelGroup.REPLICA), 0.0)
 

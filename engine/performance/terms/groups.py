@@ -128,15 +128,20 @@ def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
         g.EP: (ep_in_cp, np.where(outer, lay.tp, ones), lay.ep / ep_in_cp, np.where(outer, order.dp_stride_ranks,
                                                                                    lay.tp)),
     }
-    shard = hsdp_shard_ranks(ctx, lay)
+    hsdp = ctx.shard_group > 0
+    shard = hsdp_shard_ranks(ctx, lay) if hsdp else ranks[g.DP]
     ranks[g.SHARD], ranks[g.REPLICA] = shard, lay.dp * lay.cp / shard
-    shape[g.SHARD], shape[g.REPLICA] = shard_shapes(lay, shard, order.dp_stride_ranks)
+    if hsdp:  # without HSDP the shard group is the DP x CP group (same placement, below) and there is no replica
+        shape[g.SHARD], shape[g.REPLICA] = shard_shapes(lay, shard, order.dp_stride_ranks)
     if ctx.moe and ctx.allgather_dispatch:  # the dispatcher's expert traffic runs over the TP x EP group itself
         ranks[g.TP_EP] = ranks[g.EP] = lay.tp * lay.ep
         shape[g.EP] = (np.where(outer, lay.tp * ep_in_cp, ones), ones,
                        np.where(outer, lay.ep / ep_in_cp, ranks[g.EP]), np.where(outer, order.dp_stride_ranks, ones))
     strides: dict[ParallelGroup, Count] = {k: v[3] for k, v in shape.items()}
     placements: dict[ParallelGroup, Placement] = {k: place_nested(net, *v) for k, v in shape.items()}
+    if not hsdp:
+        strides[g.SHARD] = strides[g.REPLICA] = strides[g.DP]
+        placements[g.SHARD] = placements[g.REPLICA] = placements[g.DP]  # a replica group of one rank: never used
     if g.TP_EP in ranks:
         strides[g.TP_EP], placements[g.TP_EP] = strides[g.EP], placements[g.EP]
     # DP outermost: neighbours closer than a domain share it, but a pipeline spanning several domains still has a
