@@ -34,6 +34,7 @@ class Evaluation:
     loso_band: dict[str, tuple[float, float]]  # each row's band, fitted without the row's source
     table: dict[str, Any]  # the bands fitted on every row (error_bands.json)
     series: list[ScalingSeries] = field(default_factory=list)
+    refits: dict[str, dict[str, float]] = field(default_factory=dict)  # held-out source -> constant -> value
 
     @property
     def refit(self) -> bool:
@@ -82,8 +83,9 @@ def evaluate_sets(run_sets: Sequence[RunSet] = RUN_SETS, catalog: CatalogItems |
     loaded = [(rs, load_runs(rs.path)) for rs in run_sets if rs.path.exists()]
     all_runs = [run for _, runs in loaded for run in runs]
     in_sample = _predict(all_runs, catalog, progress)
+    refits: dict[str, dict[str, float]] = {}
     loso = loso_rows(all_runs, in_sample, constants,
-                     predict_rows=lambda runs: validation_rows(runs, catalog=catalog))
+                     predict_rows=lambda runs: validation_rows(runs, catalog=catalog), refits=refits)
     sets, start = [], 0
     for rs, runs in loaded:
         end = start + len(runs)
@@ -96,4 +98,4 @@ def evaluate_sets(run_sets: Sequence[RunSet] = RUN_SETS, catalog: CatalogItems |
     if differences:
         table["differences"] = differences
     return Evaluation(sets=sets, constants=constants, residuals=residuals, loso_band=loso_bands(residuals),
-                      table=table, series=series)
+                      table=table, series=series, refits=refits)

@@ -21,10 +21,12 @@ PredictRows = Callable[[list[dict[str, Any]]], list[ValidationRow]]
 
 def loso_rows(runs: Sequence[dict[str, Any]], in_sample: Sequence[ValidationRow],
               constants: Sequence[RowDerivedConstant] = ROW_DERIVED_CONSTANTS,
-              predict_rows: PredictRows = validation_rows) -> list[ValidationRow]:
+              predict_rows: PredictRows = validation_rows,
+              refits: dict[str, dict[str, float]] | None = None) -> list[ValidationRow]:
     """The rows of ``runs`` (every set together: a constant may use rows of any set) predicted leave-one-
     source-out, in the order of ``runs``; ``in_sample`` (same order) is returned as is when no constant has a
-    refit hook."""
+    refit hook. ``refits``, when given, receives each held-out source's refit values of the constants that can be
+    read (``RowDerivedConstant.current``)."""
     hooks = refit_hooks(constants)
     if not hooks:
         return list(in_sample)
@@ -36,6 +38,8 @@ def loso_rows(runs: Sequence[dict[str, Any]], in_sample: Sequence[ValidationRow]
             for c in hooks:
                 assert c.refit is not None
                 stack.enter_context(c.refit(training))
+            if refits is not None:
+                refits[held_out] = {c.name: c.current() for c in hooks if c.current is not None}
             for row in predict_rows(predicted):
                 by_id[row.run_id] = row
     return [by_id[r["id"]] for r in runs]

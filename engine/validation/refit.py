@@ -146,6 +146,16 @@ def gemm_eff_refit(family: str, key: str, precision: str, sources: Sequence[str]
     return hook
 
 
+def family_constant(family: str, key: str) -> Callable[[], float]:
+    """A reader of ``FAMILY_CONSTANTS[family][key]`` as it stands (the value a refit set, inside its block)."""
+    return lambda: float(hw.FAMILY_CONSTANTS[family][key])
+
+
+def megatron_tp_overlap() -> float:
+    """Megatron-Core's tp_overlap as it stands."""
+    return float(frameworks.PROFILES[Framework.MEGATRON_CORE].tp_overlap)
+
+
 @contextmanager
 def noop_refit(runs: Sequence[dict[str, Any]]) -> Iterator[None]:
     """A constant that follows another's refit (Blackwell carries Hopper's GEMM efficiencies)."""

@@ -16,10 +16,17 @@ other sources, so the LOSO error of a calibration source's rows is a validation 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.validation.refit import RefitHook, gemm_eff_refit, noop_refit, tp_overlap_refit
+from engine.validation.refit import (
+    RefitHook,
+    family_constant,
+    gemm_eff_refit,
+    megatron_tp_overlap,
+    noop_refit,
+    tp_overlap_refit,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class RowDerivedConstant:
     grounded_on: str  # the rows it was set from, as its stated source gives them
     sources: tuple[str, ...]  # runs.source_key of those rows (the publications LOSO would leave out)
     refit: RefitHook | None = None  # None: fixed by hand, LOSO cannot take its sources out
+    current: Callable[[], float] | None = None  # reads the value in force (the report shows each refit)
 
     @property
     def has_refit(self) -> bool:
@@ -50,6 +58,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
                     "5 Megatron SC21 rows (Table 1) + 4 Korthikanti et al. rows (Table 5)",
         sources=("arXiv 2104.04473", "arXiv 2205.05198"),
         refit=gemm_eff_refit("ampere", "gemm_eff_bf16", "bf16", ("arXiv 2104.04473", "arXiv 2205.05198")),
+        current=family_constant("ampere", "gemm_eff_bf16"),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["hopper"]["gemm_eff_bf16"]',
@@ -60,6 +69,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         sources=("arXiv 2407.21783", "mosaicml/llm-foundry scripts/train/benchmarking/README.md"),
         refit=gemm_eff_refit("hopper", "gemm_eff_bf16", "bf16", ("arXiv 2407.21783", _FOUNDRY),
                              followers=("blackwell",)),
+        current=family_constant("hopper", "gemm_eff_bf16"),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"]',
@@ -69,6 +79,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
                     "H100, Llama 3 70B on 64 H100)",
         sources=("NVIDIA NeMo Framework 24.12 performance summary",),
         refit=gemm_eff_refit("hopper", "gemm_eff_fp8", "fp8", (_NEMO_2412,), followers=("blackwell",)),
+        current=family_constant("hopper", "gemm_eff_fp8"),
     ),
     RowDerivedConstant(
         name='FAMILY_CONSTANTS["blackwell"]["gemm_eff_bf16"], ["gemm_eff_fp8"]',
@@ -89,6 +100,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
                     "TP or PP",
         sources=_REFERENCE_TP_SOURCES,
         refit=tp_overlap_refit(_REFERENCE_TP_SOURCES),
+        current=megatron_tp_overlap,
     ),
 )
 

@@ -131,3 +131,14 @@ def test_the_plot_is_skipped_without_matplotlib(ev, tmp_path: Path, monkeypatch)
     assert plots.write_scaling_plot(ev.series, target) is None
     assert not target.exists()
     assert "it was not in this run" in render_markdown(ev, plot=None)
+
+
+def test_the_report_shows_each_held_out_sources_refit_values(ev, md) -> None:
+    """Holding out Llama 3 leaves MPT-13B as the one Hopper bf16 calibration row: the constant moves, and the
+    report's table gives the value it moved to; a source that sets no constant moves nothing."""
+    name = 'FAMILY_CONSTANTS["hopper"]["gemm_eff_bf16"]'
+    assert ev.refits["arXiv 2407.21783"][name] != 0.52
+    assert ev.refits["arXiv 2402.15627"][name] == 0.52  # MegaScale calibrates nothing
+    assert "LOSO refit values" in md
+    row = next(line for line in md.splitlines() if line.startswith("| arXiv 2407.21783 |"))
+    assert f"{ev.refits['arXiv 2407.21783'][name]:.3f}" in row
