@@ -8,7 +8,6 @@ Chart specs are small JSON documents drawn by ``static/portal/js/charts.js``.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 
