@@ -29,6 +29,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # the held-out source), the error on differences for comparisons, engine types renamed (ScenarioSpec,
     # CatalogItems), awkward-size advice (issue #24)
     "2.1.0": "e3e56701be1b3c3834793d157797727504ce361eb750712a25fbbdb297015184",
+    # 2.2.0: HSDP (training.shard_group), selective recomputation by named module (training.recompute_modules),
+    # MoE dispatch 1 B in every quantised format, awkward-size notes and batch advice, multi-rack NVL72 jobs of any
+    # GPU count, the DeepSeek-V3 row's recomputation as published, LOSO refit values in the report
+    "2.2.0": "0b4d9ac294b3c1ce9b1f7548036a46fcdfb850f986e440bc3745d3989329757b",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -226,7 +226,10 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
     if sizes and gpn not in sizes:
         raise ScenarioError("cluster.gpus_per_node", f"{gpu} comes in {' or '.join(map(str, sizes))}-GPU NVLink "
                                                      f"domains (rack-scale system), got {gpn}")
-    if gpus % gpn and gpus > gpn:
+    # a rack-scale system (the catalog's node_sizes: sold as whole NVL72 racks) takes any GPU count: the job fills
+    # ceil(gpus / gpn) racks and the last one is partial (its NVLink domain and cabled NICs are the GPUs used,
+    # fabric sizing); 128 GB300 = two racks, as 64 of 72 in each would be. An HGX job uses whole servers.
+    if gpus % gpn and gpus > gpn and not sizes:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
     nics = read_int(d, "nics_per_node", path, default=gpn)
     nic_gbps = read_number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))

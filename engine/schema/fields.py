@@ -272,11 +272,15 @@ FIELDS: tuple[Field, ...] = (
             "canonical document only when set (docs/performance-model.md section 3)"),
     # ---- cluster (the writer's order)
     _f("cluster.gpu", "key", "GPU model (a catalog key)", default=MANDATORY),
-    _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node", default=MANDATORY),
+    _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node (any count on rack-scale systems)",
+       default=MANDATORY,
+       more="HGX-style servers are bought whole, so the count is a multiple of gpus_per_node. A rack-scale system "
+            "(GB200 / GB300 NVL72, catalog `node_sizes`) takes any count: ceil(gpus / 72) racks, the last one "
+            "partial (only its GPUs' NICs are cabled)"),
     _f("cluster.gpus_per_node", "int", "GPUs per node, that is per NVLink domain",
        default_text="the GPU's `default_gpus_per_node`: 8, or 72 for `GB200` / `GB300`",
-       more="A rack-scale system (GB200 NVL72, GB300 NVL72) is one 72-GPU node; GB200 / GB300 accept only 72 "
-            "(the catalog's `node_sizes`)"),
+       more="A rack-scale system (GB200 NVL72, GB300 NVL72) is one 72-GPU node (NVLink domain); GB200 / GB300 "
+            "accept only 72 here (the catalog's `node_sizes`), and a job may use part of its last rack"),
     _f("cluster.nics_per_node", "int", "Compute-fabric NICs per node", default_text="`gpus_per_node`"),
     _f("cluster.nic_gbps", "number", "Line rate per NIC (Gb/s)",
        default_text="the GPU's `default_nic_gbps` (A100 200, Hopper/B200 400, B300 800)"),
@@ -319,7 +323,9 @@ FIELDS: tuple[Field, ...] = (
     _f("costs.cost_of_capital", "number", "Annual rate; > 0 uses the annuity", default_text=FACILITY_DEFAULT),
     _f("costs.maintenance_share", "number", "Maintenance per year, a share of hardware capex", default_text=FACILITY_DEFAULT),
     _f("costs.install_share", "number", "Installation, once, a share of hardware capex", default_text=FACILITY_DEFAULT),
-    _f("costs.avg_utilization", "number", "Average server draw over its maximum (0-1]", default_text=FACILITY_DEFAULT),
+    _f("costs.avg_utilization", "number",
+       "Average server power draw, a share of its maximum (0-1]: scales only the servers' electricity cost",
+       default_text=FACILITY_DEFAULT),
     _f("costs.staff_usd_per_year", "number", "Staff cost (USD per year)", default_text=FACILITY_DEFAULT),
     _f("costs.storage_usd", "number", "Storage capex (USD)", default_text=FACILITY_DEFAULT),
     _f("costs.frontend_network_usd", "number", "Front-end network capex (USD)", default_text=FACILITY_DEFAULT),

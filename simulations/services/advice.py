@@ -1,7 +1,9 @@
-"""The way out of a dead end, for a run or a draft document: nearest GPU counts that have a layout.
+"""The way out of a dead end, for a run or a draft document: nearest GPU counts (and global batches) that have a
+layout; and, for a size that runs but factors badly, the note naming the nearest sizes and batches that factor well.
 
-Thin wrapper over :mod:`engine.performance.advice` (the rules live there); used by the run page, the
-builder's live estimate and the API's run error, so every surface offers the same way out.
+Thin wrapper over :mod:`engine.performance.advice` and :mod:`engine.performance.sizing_advice` (the rules live
+there); used by the run page, the builder's live estimate, the API's run error and the run results, so every
+surface offers the same way out.
 
 Whether an error is that dead end is decided from the error's machine code (``no_layout``,
 :mod:`engine.errors`) and its field, never from the wording of its message; a stored run keeps only the field
@@ -15,6 +17,7 @@ from typing import Any
 
 from engine.errors import INVALID, NO_LAYOUT, ScenarioError
 from engine.performance.advice import nearest_workable_gpus
+from engine.performance.sizing_advice import sizing_advice
 from simulations.models import RunStatus, SimulationRun
 
 #: the field a dead-end layout error names (the whole layout, not one degree)
@@ -53,3 +56,30 @@ def run_advice(*, run: SimulationRun) -> dict[str, Any] | None:
     if not isinstance(document, Mapping):
         return None
     return gpu_count_advice(document=document, catalog=snap.get("catalog_values"))
+
+
+#: run kinds whose result carries a step-model prediction (its ``notes``): at the top, or under ``performance``
+_PERFORMANCE_AT = {"predict": (), "search": (), "tco": ("performance",)}
+
+
+def with_sizing_note(*, kind: str, document: Mapping[str, Any], catalog: Mapping[str, Any] | None,
+                     result: dict[str, Any]) -> dict[str, Any]:
+    """The run result with the awkward-size note (GPU count and batch that factor badly, and the nearest sizes and
+    batches that factor well with their predicted MFU) appended to its prediction's ``notes``; unchanged when the
+    size factors well, the kind has no prediction, or the document has another problem (its own error says which)."""
+    path = _PERFORMANCE_AT.get(str(kind))
+    block: Any = result
+    for key in path or ():
+        block = block.get(key) if isinstance(block, dict) else None
+    if path is None or not isinstance(block, dict) or not isinstance(block.get("notes"), list):
+        return result
+    mfu, chosen = block.get("mfu"), block.get("parallelism")
+    try:
+        advice = sizing_advice(dict(document), dict(catalog) if catalog is not None else None,
+                               mfu=float(mfu) if isinstance(mfu, (int, float)) else None,
+                               chosen=chosen if isinstance(chosen, Mapping) else None)
+    except (ScenarioError, ValueError, TypeError, KeyError):
+        return result
+    if advice is not None:
+        block["notes"].append(advice.message())
+    return result

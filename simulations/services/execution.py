@@ -47,7 +47,7 @@ from simulations.models import (
     SimulationRun,
 )
 from simulations.services import calibration, dispatch
-from simulations.services.advice import gpu_count_advice, is_layout_dead_end
+from simulations.services.advice import gpu_count_advice, is_layout_dead_end, with_sizing_note
 from simulations.services.fabric import compute_fabric
 from simulations.services.fleet import compute_fleet
 from simulations.services.hashing import jsonable
@@ -91,6 +91,7 @@ def compute(kind: str, document: dict[str, Any], catalog: dict[str, Any], params
         )
     if hasattr(result, "to_dict"):
         result = result.to_dict()
+    result = with_sizing_note(kind=kind, document=document, catalog=catalog, result=result)  # awkward sizes
     return jsonable(result)
 
 
@@ -374,7 +375,9 @@ def run_reap(*, stuck_after_s: float | None = None, lease_s: float | None = None
                     heartbeat_at=now):
                 counts["redispatched"] += 1
                 ids.append(run_id)
-                why = (f"broker holds {depth} message(s) for {queued} queued run(s)" if short and depth is not None
+                # the event is shown to the run's team: no counts of the whole broker (other teams' runs) in it
+                why = ("the broker holds fewer messages than there are queued runs: this one's was lost"
+                       if short and depth is not None
                        else "broker queue length unknown" if short else "queued past FP_RUN_STUCK_AFTER_S")
                 record_event(run_id, RunEvent.Kind.REDISPATCHED, worker="reaper", at=now, message=why)
     if ids:

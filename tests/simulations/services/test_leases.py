@@ -272,8 +272,9 @@ def test_reaper_resends_queued_runs_only_when_the_broker_lost_messages(world, fa
     assert services.run_reap(**kw, queue_depth=lambda: 0)["redispatched"] == 2
     assert sorted(sent) == sorted([a.pk, b.pk])
     assert services.run_reap(**kw, queue_depth=lambda: 0)["redispatched"] == 0  # just re-sent: not again yet
-    assert "broker holds 0 message(s) for 2 queued run(s)" in RunEvent.objects.filter(
-        run=a, kind="redispatched").get().message
+    message = RunEvent.objects.filter(run=a, kind="redispatched").get().message
+    assert "fewer messages than there are queued runs" in message
+    assert not any(ch.isdigit() for ch in message)  # shown to the team: no counts of other teams' runs
     # a broker that cannot say counts as short; a run queued past FP_RUN_STUCK_AFTER_S is re-sent whatever it says
     sent.clear()
     assert services.run_reap(now=later + timedelta(seconds=46), lease_s=30, redispatch_after_s=45,
