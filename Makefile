@@ -25,14 +25,27 @@ setup: install
 run: setup
 	$(PY) -m planner.devserver
 
+# `make test` is the whole suite: unit, integration and browser tests. Without DATABASE_URL/REDIS_URL it first makes
+# sure PostgreSQL and Redis answer on 127.0.0.1 (scripts/services.sh starts them when installed but stopped, as
+# .ci/run does; it never installs) and uses them. When they cannot run, those tests skip and the last line of the
+# summary says how many and the one command that runs them (bash .ci/run). .ci/run sets both variables itself.
+FP_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/fabric_planner
+FP_TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+WITH_SERVICES = if [ -z "$${DATABASE_URL:-}" ] || [ -z "$${REDIS_URL:-}" ]; then \
+	  if bash scripts/services.sh; then \
+	    export DATABASE_URL="$${DATABASE_URL:-$(FP_TEST_DATABASE_URL)}" REDIS_URL="$${REDIS_URL:-$(FP_TEST_REDIS_URL)}"; \
+	    echo "make: integration and browser tests on PostgreSQL + Redis (DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL)"; \
+	  fi; \
+	fi
+
 test: install
-	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	@$(WITH_SERVICES); $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 test-unit: install
 	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
 test-integration: install
-	$(PY) -m pytest -m "integration" $(PYTEST_ARGS)
+	@$(WITH_SERVICES); $(PY) -m pytest -m "integration" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

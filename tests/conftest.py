@@ -34,6 +34,19 @@ hypothesis_settings.register_profile("fuzz", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# The web engine budget (FP_WEB_ENGINE_BUDGET_S, 5 s as shipped) bounds each request's engine work. A test that only
+# passes through a request must not fail because a loaded machine took 5 s, so tests run with a generous budget:
+# FP_TEST_WEB_ENGINE_BUDGET_S, by default the most the start-up check allows (half of FP_WEB_TIMEOUT_S: 15 s); a larger
+# value raises the web timeout with it. Tests of the budget itself set their own (tests/security/test_budgets.py).
+def _generous_web_budget() -> None:
+    budget = float(os.environ.get("FP_TEST_WEB_ENGINE_BUDGET_S") or settings.FP_WEB_TIMEOUT_S / 2)
+    settings.FP_WEB_TIMEOUT_S = max(settings.FP_WEB_TIMEOUT_S, 2 * budget)
+    settings.FP_WEB_ENGINE_BUDGET_S = budget
+
+
+_generous_web_budget()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FULL_MODE:
         return
@@ -215,6 +228,18 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"integration tests ({backend}): {o['passed']} passed, {o['failed']} failed, {o['skipped']} skipped"
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The very last line when integration or browser tests (browser tests are integration tests too) skipped."""
+    skipped = _INTEGRATION_OUTCOMES["skipped"]
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if skipped and reporter is not None:
+        why = "chromium or a service they need is missing" if FULL_MODE else \
+            "PostgreSQL and Redis are not running (DATABASE_URL / REDIS_URL unset)"
+        reporter.write_line(
+            f"{skipped} integration/browser tests skipped: {why}. Run them with: bash .ci/run "
+            "(as root or with sudo: it installs and starts PostgreSQL, Redis and chromium)", yellow=True, bold=True)
 
 
 # --- the planning/simulation world: a loaded default catalog, a small valid scenario per team, and a

@@ -62,20 +62,17 @@ def test_single_run_end_to_end_via_api(setup, celery_worker_factory, api_client_
 
     worker = celery_worker_factory(queues="default,simulations")
     client = api_client_for(setup["user"])
-    started = time.monotonic()
     r = client.post(f"/api/v1/scenarios/{setup['scenario'].pk}/run/", {"kind": "tco"}, format="json")
     assert r.status_code == 202, r.content
     run_id = r.json()["id"]
     assert r["Location"].endswith(f"/api/v1/runs/{run_id}/")
     _wait(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 60,
           "the run to finish")
-    elapsed = time.monotonic() - started
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "succeeded", (run.error, worker.output()[-3000:])
     assert run.progress == 100 and run.attempts == 1 and run.result["tco"]["capex_usd"] > 0
     result = client.get(f"/api/v1/runs/{run_id}/result/").json()
     assert result["result"]["tco"]["line_items"]
-    assert elapsed < 30
 
 
 def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_factory, api_client_for,
