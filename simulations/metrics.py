@@ -203,7 +203,7 @@ INPUTS: dict[str, str] = {
     "costs.depreciation_years": "Depreciation period (years)",
     "costs.colocation_usd_per_kw_month": "Colocation ($/kW-month)",
     "costs.construction_usd_per_mw": "Construction ($/MW)",
-    "costs.avg_utilization": "Average utilization",
+    "costs.avg_utilization": "Server power draw (share of max)",
     "costs.goodput.restart_min": "Restart after a failure (min)",
     "costs.goodput.failure_rate_scale": "Failure rate (× catalog)",
     "cluster.nic_gbps": "Link speed per GPU (Gb/s)",

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import ValidationError
-from simulations.models import ReEvaluation, Report, SimulationRun, Sweep
+from simulations.models import ReEvaluation, Report, RunEvent, SimulationRun, Sweep
 
 
 def run_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[SimulationRun]:
@@ -17,6 +17,11 @@ def run_list(request_or_user: Any, filters: Mapping[str, Any] | None = None) -> 
         if filters and filters.get(key):
             qs = qs.filter(**{f"{key}_id" if key in ("scenario", "sweep") else key: filters[key]})
     return qs
+
+
+def run_events(run: SimulationRun) -> QuerySet[RunEvent]:
+    """A run's execution history, oldest first (the run itself was read through the visibility rule)."""
+    return RunEvent.objects.filter(run=run).order_by("at", "id")
 
 
 def runs_by_ids(request_or_user: Any, ids: Sequence[int], *, field: str = "runs") -> list[SimulationRun]:

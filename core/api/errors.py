@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
@@ -104,6 +104,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = PayloadTooLarge(
             f"Request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE={settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
         )
+    elif isinstance(exc, SuspiciousOperation):
+        # e.g. more multipart parts than DATA_UPLOAD_MAX_NUMBER_FIELDS / _FILES (TooManyFieldsSent,
+        # TooManyFilesSent): the client's request, refused as Django refuses it for pages (400), never a 500
+        exc = exceptions.ParseError(f"Request refused: {exc}"[:300])
     elif isinstance(exc, RecursionError):
         exc = exceptions.ParseError("JSON parse error - nested too deeply.")
     elif isinstance(exc, UnicodeDecodeError):
@@ -139,7 +143,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     else:
         errors = flatten_errors(data)
     body: dict[str, Any] = {"errors": errors}
-    if isinstance(exc, exceptions.ValidationError):
+    if response.status_code in (400, 409) and isinstance(exc, exceptions.APIException):
         body["codes"] = _codes_like(errors, flatten_errors(exc.get_codes()))
     body["status"] = response.status_code
     response.data = body

@@ -36,7 +36,9 @@ from portal.forms.common import (
     FieldErrorMixin,
     _catalog_choices,
     _range_value,
+    gpu_nic_speeds,
     int_input,
+    nic_gbps_of,
     number_input,
 )
 from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
@@ -115,8 +117,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     usd_per_kwh = number_input("costs.usd_per_kwh", initial=0.08, label="Electricity ($/kWh)")
     pue = number_input("costs.pue", initial=1.3, label="PUE")
     depreciation_years = number_input("costs.depreciation_years", initial=5, label="Depreciation (years)")
-    avg_utilization = number_input("costs.avg_utilization", initial=0.8, label="Average utilization",
-                                   help_text="Share of the year the cluster is busy (0–1)")
+    # only the servers' electricity scales with it (not a busy share of the year): help from the declaration
+    avg_utilization = number_input("costs.avg_utilization", initial=0.8, label="Server power draw (share of max)")
 
     failure_rate_scale = number_input("costs.goodput.failure_rate_scale", initial=1.0, required=False,
                                       label="Failure rate (× Llama 3)",
@@ -186,6 +188,9 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             k: int(i["specs"]["default_gpus_per_node"]) for k, i in self.catalog.items()
             if i.get("kind") == "gpu" and isinstance((i.get("specs") or {}).get("default_gpus_per_node"), int)
         }
+        #: GPU key -> its default NIC speed (the catalog's ``default_nic_gbps``, as the engine's parser takes it
+        #: when a document gives none): switching GPU in the builder brings it (800 for GB300)
+        self.gpu_nic_speeds = gpu_nic_speeds(self.catalog)
         pairs = list(fleets)
         self.fleets = {str(f.pk): f for f, _ in pairs}
         self.fleet_clusters = {str(f.pk): dict(c) for f, c in pairs}
@@ -196,6 +201,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         if not self.is_bound and not self.initial.get("gpu"):
             keys = [k for k, _ in gpus]
             self.initial.setdefault("gpu", "H100-SXM" if "H100-SXM" in keys else (keys[0] if keys else ""))
+        if not self.is_bound and "nic_gbps" not in self.initial:  # the picked GPU's NIC, not a fixed 400
+            speed = self.gpu_nic_speeds.get(str(self.initial.get("gpu")))
+            if speed is not None:
+                self.initial["nic_gbps"] = speed
         if not self.is_bound and "layers" not in self.initial:
             for key, value in preset_form_fields(DEFAULT_PRESET).items():
                 self.initial.setdefault(key, value)
@@ -440,7 +449,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             "precision": t.get("precision", field("training.precision").default),
             "recompute": t.get("recompute", field("training.recompute").default),
             "gpu": c.get("gpu"), "gpus": c.get("gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
-            "nic_gbps": int(c.get("nic_gbps", 400)), "fabric": c.get("fabric", field("cluster.fabric").default),
+            "nic_gbps": nic_gbps_of(c, catalog), "fabric": c.get("fabric", field("cluster.fabric").default),
             "topology": c.get("topology", field("cluster.topology").default),
             "oversubscription": c.get("oversubscription", field("cluster.oversubscription").default),
             "distribution": (unc if isinstance(unc, Mapping) else {}).get("distribution", _DEFAULT_DISTRIBUTION),

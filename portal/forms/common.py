@@ -91,6 +91,24 @@ def _range_value(value: Any) -> tuple[float | None, float | None, float | None]:
     return None, None, None
 
 
+def gpu_nic_speeds(catalog: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """GPU key -> its default NIC speed per GPU, the catalog's ``specs.default_nic_gbps`` (what the engine's parser
+    takes when a document gives no ``cluster.nic_gbps``: 800 for GB300)."""
+    out: dict[str, int] = {}
+    for key, item in catalog.items():
+        speed = (item.get("specs") or {}).get("default_nic_gbps") if item.get("kind") == "gpu" else None
+        if isinstance(speed, int | float) and not isinstance(speed, bool):
+            out[str(key)] = int(speed)
+    return out
+
+
+def nic_gbps_of(cluster: Mapping[str, Any], catalog: Mapping[str, Mapping[str, Any]] | None) -> int | None:
+    """A cluster section's link speed; none given: its GPU's catalog default (as the engine reads it), else None."""
+    if isinstance(cluster.get("nic_gbps"), int | float) and not isinstance(cluster.get("nic_gbps"), bool):
+        return int(cluster["nic_gbps"])
+    return gpu_nic_speeds(catalog or {}).get(str(cluster.get("gpu")))
+
+
 def _catalog_choices(items: Iterable[Mapping[str, Any]], kind: str) -> list[tuple[str, str]]:
     return sorted(((i["key"], i.get("name") or i["key"]) for i in items if i.get("kind") == kind), key=lambda c: c[1])
 

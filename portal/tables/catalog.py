@@ -9,25 +9,38 @@ from django.utils.text import Truncator
 
 from portal.tables.base import NUM, FormatColumn, MissingLastListData, PortalTable, cell
 
-# The spec figures worth a column, per kind (key in ``specs``, header).
+# The spec figures worth a column, per kind (key in ``specs``, header with its unit in brackets).
 SPEC_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "gpu": [("bf16_dense_tflops", "BF16 TFLOP/s"), ("fp8_dense_tflops", "FP8 TFLOP/s"), ("hbm_gb", "HBM GB"),
-            ("nvlink_gbytes_per_s", "NVLink GB/s")],
-    "server": [("gpu", "GPU"), ("gpus_per_server", "GPUs"), ("nodes_per_rack", "Per rack")],
-    "nic": [("gbps", "Gb/s"), ("ports", "Ports"), ("form", "Form"), ("fabrics", "Fabrics")],
-    "switch": [("fabric", "Fabric"), ("radix", "Radix"), ("port_gbps", "Port Gb/s"), ("switching_tbps", "Tb/s")],
-    "transceiver": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("reach", "Reach")],
-    "cable": [("gbps", "Gb/s"), ("links", "Links"), ("media", "Media"), ("max_m", "Max m")],
-    "facility": [("usd_per_kwh", "$/kWh"), ("pue", "PUE"), ("depreciation_years", "Depr. years")],
-    "reliability": [("component", "Component"), ("rate_per_unit_day", "Rate / unit·day")],
+    "gpu": [("bf16_dense_tflops", "BF16 (TFLOP/s)"), ("fp8_dense_tflops", "FP8 (TFLOP/s)"), ("hbm_gb", "HBM (GB)"),
+            ("nvlink_gbytes_per_s", "NVLink (GB/s)")],
+    "server": [("gpu", "GPU"), ("gpus_per_server", "GPUs"), ("nodes_per_rack", "Servers per rack")],
+    "nic": [("gbps", "Speed (Gb/s)"), ("ports", "Ports"), ("form", "Form"), ("fabrics", "Fabrics")],
+    "switch": [("fabric", "Fabric"), ("radix", "Radix (ports)"), ("port_gbps", "Port (Gb/s)"),
+               ("switching_tbps", "Switching (Tb/s)")],
+    "transceiver": [("gbps", "Speed (Gb/s)"), ("links", "Links"), ("media", "Media"), ("reach", "Reach")],
+    "cable": [("gbps", "Speed (Gb/s)"), ("links", "Links"), ("media", "Media"), ("max_m", "Max length (m)")],
+    "facility": [("usd_per_kwh", "Electricity ($/kWh)"), ("pue", "PUE"), ("depreciation_years", "Depreciation (years)")],
+    "reliability": [("component", "Component"), ("rate_per_unit_day", "Failures per unit-day")],
 }
+
+
+def spec_text(value: Any) -> str:
+    """A spec figure as a planner reads it: thousands separated (2,250 TFLOP/s, not 2250.0), a whole float without
+    its ``.0``, other numbers as given; text as is; lists joined with commas."""
+    if isinstance(value, list):
+        return ", ".join(spec_text(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,}"
 
 
 class SpecColumn(tables.Column):
     """One figure of an item's ``specs`` (lists joined with commas)."""
 
     def render(self, value: Any) -> str:
-        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        return spec_text(value)
 
 
 class CatalogItemTable(PortalTable):

@@ -20,19 +20,32 @@ from portal.tables.base import (
     RunLinkColumn,
     cell,
 )
+from simulations.models import RunKind, RunStatus
 from simulations.services.capacity_plans import plan_runs
 
 
+def latest_finished(kind: str) -> Any:
+    """The row's newest succeeded run of ``kind`` (from the prefetched ``recent_runs``, newest first): a column
+    of that kind's figure keeps it when a run of another kind (a fabric study) is the scenario's last."""
+
+    def pick(record: Any) -> Any:
+        return next((r for r in getattr(record, "recent_runs", ()) or ()
+                     if r.kind == kind and r.status == RunStatus.SUCCEEDED), None)
+
+    return pick
+
+
 class ScenarioTable(PortalTable):
-    """Most recently updated first. ``recent_runs`` (prefetched, newest first): the last run and its cost, or
-    the red "does not fit" badge when that run does not fit in GPU memory."""
+    """Most recently updated first. ``recent_runs`` (prefetched, newest first): the last run (any kind), and the
+    $ per run of the latest finished TCO run, or the red "does not fit" badge when that run does not fit in GPU
+    memory (a fabric study or a predict run after it does not blank the figure)."""
 
     name = tables.TemplateColumn(template_name="portal/tables/scenario_name.html", verbose_name="Scenario")
     workload = tables.Column(accessor="workload__name", verbose_name="Workload")
     cluster = tables.Column(accessor="pk", verbose_name="Cluster", orderable=False, attrs=cell(td="small"))
     team = tables.Column(accessor="team__name", verbose_name="Team")
     last_run = RunLinkColumn(run="recent_runs.0", verbose_name="Last run")
-    cost = MetricColumn("tco.run_cost_usd", run="recent_runs.0")
+    cost = MetricColumn("tco.run_cost_usd", run=latest_finished(RunKind.TCO))
     updated_at = tables.DateTimeColumn(format="M j, H:i", verbose_name="Updated", attrs=cell(td="small"))
     actions = tables.TemplateColumn(template_name="portal/tables/scenario_actions.html",
                                     verbose_name=ACTIONS_HEADER, orderable=False)

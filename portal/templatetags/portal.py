@@ -9,6 +9,7 @@ from typing import Any
 from django import template
 from django.forms import BoundField
 
+from portal.charts import CATEGORY_LABELS
 from portal.charts import metric as _metric
 from simulations.results import result_fits
 
@@ -107,6 +108,26 @@ def number(value: Any, digits: int = 0) -> str:
     v = _num(value)
     return "—" if v is None else f"{v:,.{int(digits)}f}"
 
+
+
+@register.filter
+def counted(value: Any, noun: str) -> str:
+    """A count with its noun, pluralised: ``8|counted:"rank"`` → "8 ranks", ``1|counted:"node"`` → "1 node",
+    ``2|counted:"leaf,leaves"`` → "2 leaves"; thousands separated; not a number: "? ranks"."""
+    one, _, many = str(noun).partition(",")
+    v = _num(value)
+    if v is None:
+        return f"? {many or one + 's'}"
+    text = f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+    return f"{text} {one if v == 1 else many or one + 's'}"
+
+
+@register.filter
+def category_label(key: Any) -> str:
+    """A cost category in words (``gpu_servers`` → "GPU servers"): the portal's one table of them, the one the
+    TCO charts' legends use (``portal.charts.CATEGORY_LABELS``)."""
+    text = str(key or "")
+    return CATEGORY_LABELS.get(text) or text.replace("_", " ").capitalize()
 
 
 @register.filter

@@ -1,4 +1,5 @@
-"""Fleet calibration page (issues #16, #23): upload measurements, fit, predicted vs measured, fitted values.
+"""Fleet calibration page (issues #16, #23, #24): upload measurements (several files at once, with an optional
+manifest), fit, predicted vs measured, fitted values.
 
 Uploads and fits are jobs on a worker: the page lists each file's import (status, progress, the refused line) and
 the latest fits, and polls while one runs; when none runs any more it reloads itself (the new profile, summaries).
@@ -23,11 +24,13 @@ from planning.models import CalibrationProfile, CalibrationUpload, Fleet, Scenar
 from planning.services import calibration as services
 from portal.views.common import _can, _error_dict, _htmx, _require
 from simulations.models import ACTIVE_STATUSES, JobKind
-from simulations.services.calibration import (
-    calibration_fit_submit,
-    calibration_import_submit,
-    fleet_jobs,
-    jobs_by_id,
+from simulations.services.calibration import calibration_fit_submit, fleet_jobs, jobs_by_id
+from simulations.services.calibration_batch import (
+    MAX_BATCH_FILES,
+    calibration_batch_plan,
+    calibration_batch_submit,
+    max_batch_bytes,
+    read_batch_files,
 )
 
 MAX_CURVES = 8
@@ -87,6 +90,33 @@ def _jobs_context(fleet: Fleet) -> dict[str, Any]:
             "ready": sum(1 for u in uploads if u.status == CalibrationUpload.Status.READY)}
 
 
+def _upload(request: HttpRequest, fleet: Fleet) -> None:
+    """One or several files (``file``, repeated) and/or a manifest: each file its own import job (issue #24)."""
+    scenario = None
+    if request.POST.get("scenario", "").strip():  # hostile JSON refused as the API does (#23)
+        try:
+            scenario = loads_json(request.POST["scenario"])
+        except JSONTextError as exc:
+            raise ValidationError({"scenario": [f"the scenario {exc}"]}) from None
+    files = request.FILES.getlist("file")
+    if not files:
+        raise ValidationError({"file": ["choose one or more files"]})
+    manifest_file = request.FILES.get("manifest")
+    manifest = services.read_upload(manifest_file) if manifest_file is not None else None
+    batch = calibration_batch_plan(  # kind "": every file's kind from the manifest
+        files=read_batch_files(files), manifest=manifest, kind=request.POST.get("kind", ""), scenario=scenario,
+        collective=request.POST.get("collective") or None)
+    if len(batch) == 1 and manifest is None and request.POST.get("label"):
+        batch[0].label = request.POST["label"][:120]
+    stored, _ = calibration_batch_submit(fleet=fleet, user=request.user, batch=batch, manifest=manifest)
+    if len(stored) == 1:
+        upload, job = stored[0]
+        messages.success(request, f"“{upload.label or upload.filename}” stored; importing it (job #{job.pk}).")
+    else:
+        jobs = ", ".join(f"#{job.pk}" for _, job in stored)
+        messages.success(request, f"{len(stored)} files stored; importing each in its own job ({jobs}).")
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
@@ -109,21 +139,7 @@ def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
                                                 note=request.POST.get("note", ""))
                 messages.success(request, f"Fit queued (job #{job.pk}); this page shows the new profile when it is done.")
             else:
-                scenario = None
-                if request.POST.get("scenario", "").strip():  # hostile JSON refused as the API does (#23)
-                    try:
-                        scenario = loads_json(request.POST["scenario"])
-                    except JSONTextError as exc:
-                        raise ValidationError({"scenario": [f"the scenario {exc}"]}) from None
-                upload = request.FILES.get("file")
-                if upload is None:
-                    raise ValidationError({"file": ["choose a file"]})
-                name, content = services.read_upload(upload)
-                stored, job, _ = calibration_import_submit(
-                    fleet=fleet, user=request.user, kind=request.POST.get("kind", ""), content=content,
-                    filename=name, label=request.POST.get("label", ""), scenario=scenario,
-                    collective=request.POST.get("collective") or None)
-                messages.success(request, f"“{stored.label or name}” stored; importing it (job #{job.pk}).")
+                _upload(request, fleet)
             return HttpResponseRedirect(reverse("fleet-calibration", args=[fleet.pk]))
         except ValidationError as exc:
             errors = _error_dict(exc)
@@ -138,6 +154,7 @@ def fleet_calibration(request: HttpRequest, pk: int) -> HttpResponse:
         "summary": profile.summary if profile else None,
         "versions": fleet.calibration_profiles.defer(*CalibrationProfile.HEAVY_FIELDS).order_by("-version")[:20],
         "charts": charts, "kinds": services.KINDS, "max_bytes": services.max_upload_bytes(),
+        "max_batch_bytes": max_batch_bytes(), "max_batch_files": MAX_BATCH_FILES,
         **_jobs_context(fleet),
     }, status=400 if errors else 200)
 

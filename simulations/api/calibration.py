@@ -4,6 +4,9 @@
   ``?fleet=<id>`` filters. An upload stores the file and answers **202** with the file (``status: pending``) and
   its import ``job`` (``/api/v1/runs/<id>/``: status, progress, cancel); the job reads it on a worker and sets
   ``status`` to ``ready`` (``summary`` filled) or ``failed`` (``error`` names the line: ``line N: reason``).
+* ``/api/v1/calibration-files/batch/`` - several files (multipart, ``files`` repeated) and/or a manifest (the
+  engine's, as JSON / YAML, or CSV) in one request (issue #24): each file its own import job; a bad file or manifest
+  entry refuses the whole request with a 400 naming it, and nothing is stored.
 * ``/api/v1/calibration-profiles/`` - POST queues a fit of the fleet's next profile version from its imported files
   and answers **202** with the fit job; the job's result names the version. GET lists the versions (fitted values
   with uncertainty, residual, per-run predicted vs measured); a single profile adds the full fit: nccl-tests curve
@@ -19,12 +22,15 @@ answer 404.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.core.exceptions import TooManyFieldsSent, TooManyFilesSent
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -40,6 +46,12 @@ from planning.services import calibration as services
 from simulations.api.filtersets import CalibrationProfileFilterSet, CalibrationUploadFilterSet
 from simulations.models import RunStatus, SimulationRun
 from simulations.services.calibration import calibration_fit_submit, calibration_import_submit, jobs_by_id
+from simulations.services.calibration_batch import (
+    MAX_BATCH_FILES,
+    calibration_batch_plan,
+    calibration_batch_submit,
+    read_batch_files,
+)
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
@@ -133,6 +145,60 @@ class CalibrationUploadSerializer(TeamSlugMixin, serializers.ModelSerializer):
                 "progress": run.progress, "progress_message": run.progress_message}
 
 
+class _BatchFieldsSerializer(serializers.Serializer):
+    fleet = ScopedPrimaryKeyRelatedField(queryset=Fleet.objects.all())
+    kind = serializers.ChoiceField(choices=services.KINDS, required=False,
+                                   help_text="The kind of every file the manifest does not name.")
+    collective = serializers.CharField(required=False, allow_blank=True, max_length=40)
+    warmup_steps = serializers.CharField(required=False, max_length=8)
+    tokens_per_step = serializers.FloatField(required=False, min_value=1.0, max_value=1e12)
+    gpus = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
+
+
+MANIFEST_HELP = ("The engine's calibration manifest (JSON or YAML: nccl / runs / telemetry entries naming the files), "
+                 "or CSV with a row per file (file, kind, label, collective, ranks, nodes, scenario, warmup_steps, "
+                 "tokens_per_step, gpus, format).")
+
+
+class CalibrationBatchSerializer(_BatchFieldsSerializer):
+    """Several files in one request (multipart), each its own import job; a manifest says what each one is."""
+
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False,
+                                  help_text="The measurement files: repeat the field, one part per file.")
+    manifest = serializers.FileField(required=False, allow_empty_file=True, help_text=MANIFEST_HELP)
+    scenario = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                     help_text="Step logs the manifest does not name: the run's scenario (JSON).")
+
+
+class BatchFileTextSerializer(serializers.Serializer):
+    filename = serializers.CharField(max_length=200)
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+
+
+class CalibrationBatchJSONSerializer(_BatchFieldsSerializer):
+    """The same as JSON: each file's name and text, the manifest as a document (or its text)."""
+
+    files = serializers.ListField(child=BatchFileTextSerializer(), allow_empty=False, max_length=MAX_BATCH_FILES,
+                                  help_text="Each file's name and text.")
+    manifest = serializers.JSONField(required=False, help_text=MANIFEST_HELP + " A JSON object, or the text.")
+    scenario = serializers.JSONField(required=False, allow_null=True,
+                                     help_text="Step logs the manifest does not name: the run's scenario document.")
+
+
+def _json_manifest(value: Any) -> tuple[str, bytes] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return "manifest", value.encode("utf-8")
+    if isinstance(value, dict):
+        return "manifest.json", json.dumps(value).encode("utf-8")
+    raise serializers.ValidationError({"manifest": ["give the manifest as an object or as its text"]})
+
+
+class CalibrationBatchResultSerializer(serializers.Serializer):
+    files = CalibrationUploadSerializer(many=True, help_text="Each file as stored (pending) with its import job.")
+
+
 class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Calibration files of a fleet (nccl-tests output, step logs, GPU telemetry). Never reads their text."""
@@ -173,6 +239,42 @@ class CalibrationUploadViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mi
         body = self.get_serializer(upload, context={**self.get_serializer_context(), "jobs": {job.pk: job}}).data
         code = status.HTTP_200_OK if replayed and job.is_terminal else status.HTTP_202_ACCEPTED
         return Response(body, status=code, headers={"Location": job_url(request, job.pk)})
+
+    @extend_schema(parameters=[IDEMPOTENCY_HEADER],
+                   request={"multipart/form-data": CalibrationBatchSerializer,
+                            "application/json": CalibrationBatchJSONSerializer},
+                   responses={202: CalibrationBatchResultSerializer, 200: CalibrationBatchResultSerializer})
+    @action(detail=False, methods=["post"], url_path="batch", parser_classes=(MultiPartParser, JSONParser))
+    def batch(self, request: Request) -> Response:
+        """Several files (repeated ``files``) and/or a manifest at once: each file stored and imported by its own
+        job; a bad file refuses the whole request (400 naming ``files[i]`` or the manifest entry), nothing stored."""
+        as_json = "json" in (request.content_type or "")
+        form = CalibrationBatchJSONSerializer if as_json else CalibrationBatchSerializer
+        try:
+            payload = request.data
+        except (TooManyFilesSent, TooManyFieldsSent) as exc:  # Django's own part limits: a 400, not a 500
+            raise serializers.ValidationError({"files": [f"too many parts in one request ({exc})"]}) from None
+        ser = form(data=payload, context=self.get_serializer_context())
+        ser.is_valid(raise_exception=True)
+        data = dict(ser.validated_data)
+        fleet: Fleet = data["fleet"]
+        require_capability(request, fleet.team_id, self.write_capability)
+        if as_json:
+            files = [(f["filename"], f["content"].encode("utf-8")) for f in data["files"]]
+            manifest = _json_manifest(data.get("manifest"))
+        else:
+            files = read_batch_files(data["files"])
+            manifest = services.read_upload(data["manifest"]) if data.get("manifest") is not None else None
+        batch = calibration_batch_plan(
+            files=files, manifest=manifest, kind=data.get("kind", ""), scenario=data.get("scenario") or None,
+            collective=data.get("collective") or None, warmup_steps=data.get("warmup_steps") or "auto",
+            tokens_per_step=data.get("tokens_per_step"), gpus=data.get("gpus"))
+        stored, replayed = calibration_batch_submit(fleet=fleet, user=request.user, batch=batch, manifest=manifest,
+                                                    idempotency_key=request.headers.get("Idempotency-Key"))
+        context = {**self.get_serializer_context(), "jobs": {job.pk: job for _, job in stored}}
+        body = {"files": CalibrationUploadSerializer([u for u, _ in stored], many=True, context=context).data}
+        done = replayed and all(job.is_terminal for _, job in stored)
+        return Response(body, status=status.HTTP_200_OK if done else status.HTTP_202_ACCEPTED)
 
     def perform_destroy(self, instance: CalibrationUpload) -> None:
         services.calibration_upload_delete(upload=instance, user=self.request.user)

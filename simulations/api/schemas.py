@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from simulations.api.serializers import SimulationRunSerializer
+from simulations.models import RunEvent
 
 
 @extend_schema_field({"type": "object"})
@@ -317,6 +318,25 @@ class LineItemsExportSerializer(serializers.Serializer):
     totals = StatementTotalsSerializer(allow_null=True)
     notes = NoteSerializer(many=True)
     definitions = serializers.DictField(child=serializers.CharField())
+
+
+class RunEventSerializer(serializers.ModelSerializer):
+    """One event of a run's execution history (``/runs/{id}/events/``, oldest first): claims, lapsed leases,
+    re-sent messages, releases for a retry, lost claims, the end. The executing host is not shown: ``by`` says
+    whether an execution (a worker) or the reaper wrote the event."""
+
+    kind_label = serializers.CharField(source="get_kind_display", read_only=True,
+                                       help_text='the event in words ("Claimed by an execution")')
+    by = serializers.SerializerMethodField(help_text='"worker" (an execution of the run) or "reaper"')
+
+    class Meta:
+        model = RunEvent
+        fields: tuple[str, ...] = ("id", "at", "kind", "kind_label", "attempt", "by", "message")
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ChoiceField(choices=["worker", "reaper"]))
+    def get_by(self, obj: RunEvent) -> str:
+        return "reaper" if obj.worker == "reaper" else "worker"
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:

@@ -33,6 +33,7 @@ from simulations.api.schemas import (
     CompareTableSerializer,
     LineItemsExportSerializer,
     PreviewResponseSerializer,
+    RunEventSerializer,
     RunNotReadySerializer,
     RunSubmitResponseSerializer,
     error_responses,
@@ -154,7 +155,8 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
     selector = staticmethod(selectors.run_list)  # reads go through the app's selector
     search_fields = ("label",)
     ordering_fields = ("queued_at", "finished_at", "status", "kind")
-    action_capabilities = {"cancel": Capability.PLAN, "export": Capability.EXPORT, "result": Capability.READ}
+    action_capabilities = {"cancel": Capability.PLAN, "export": Capability.EXPORT, "result": Capability.READ,
+                           "events": Capability.READ}
 
     def get_serializer_class(self) -> Any:
         if self.action == "retrieve":
@@ -202,6 +204,14 @@ class RunViewSet(TeamScopedViewSetMixin, mixins.ListModelMixin, mixins.RetrieveM
                              "error": run.error or None, "error_field": run.error_field or None}, status=409)
         return Response({"run": run.pk, "kind": run.kind, "engine_version": run.engine_version,
                          "input_hash": run.input_hash, "result": run.result})
+
+    @extend_schema(responses={200: RunEventSerializer(many=True), **error_responses(401, 404)})
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def events(self, request: Request, pk: Any = None) -> Response:
+        """The run's execution history, oldest first (paged): each claim, lapsed lease, re-sent message,
+        release for a retry, lost claim and the end, with its attempt and time."""
+        page = self.paginate_queryset(selectors.run_events(self.get_object()))
+        return self.get_paginated_response(RunEventSerializer(page, many=True).data)
 
     @extend_schema(parameters=[FMT_PARAM],
                    responses=export_responses(LineItemsExportSerializer, "the cost line items, totals and notes"))

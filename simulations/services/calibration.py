@@ -162,7 +162,10 @@ def job_compute(*, run: SimulationRun, progress: Callable[[int, str], None]) -> 
         if upload is None:
             raise ValidationError({"file": ["the file was deleted before it was imported"]})
         progress(20, f"reading {upload.kind} ({upload.size_bytes:,} bytes)")
-        return {"upload": upload.pk, "parsed": planning_calibration.calibration_upload_parse(upload=upload)}
+        parsed = planning_calibration.calibration_upload_parse(upload=upload)
+        if upload.kind == "nccl-tests":  # a manifest's ranks / nodes win over the header, as in manage.py calibrate
+            parsed.update({k: int(v) for k, v in (upload.options or {}).items() if k in ("ranks", "nodes")})
+        return {"upload": upload.pk, "parsed": parsed}
     fleet = Fleet.objects.filter(pk=int(params.get("fleet") or 0)).select_related("team").first()
     if fleet is None:
         raise ValidationError({"fleet": ["the fleet was deleted before the fit ran"]})

@@ -75,6 +75,7 @@ POLICY.update({
     ("fleets", "import_fleets"): "plan",
     ("scenarios", "document"): "read", ("scenarios", "run"): "plan", ("scenarios", "sweep"): "plan",
     ("runs", "list"): "read", ("runs", "retrieve"): "read", ("runs", "result"): "read",
+    ("runs", "events"): "read",
     ("runs", "create"): "plan", ("runs", "cancel"): "plan", ("runs", "export"): "export",
     ("sweeps", "list"): "read", ("sweeps", "retrieve"): "read", ("sweeps", "create"): "plan",
     ("sweeps", "cancel"): "plan",
@@ -82,6 +83,7 @@ POLICY.update({
     # calibration (issue #16): files and profiles belong to the fleet's team; profiles are immutable
     ("calibration-files", "list"): "read", ("calibration-files", "retrieve"): "read",
     ("calibration-files", "create"): "plan", ("calibration-files", "destroy"): "plan",
+    ("calibration-files", "batch"): "plan",  # several files / a manifest at once (issue #24)
     ("calibration-profiles", "list"): "read", ("calibration-profiles", "retrieve"): "read",
     ("calibration-profiles", "create"): "plan",
     # capacity plans (issue #14): team-owned planning objects; runs go through the run machinery
@@ -218,6 +220,9 @@ def probe_request(ep: Endpoint, world: World, objs: dict[str, Any]) -> tuple[str
             body = {"name": "m-catalog"}
         elif key == ("calibration-files", "create"):
             body = {"fleet": h.fleet.pk, "kind": "nccl-tests", "content": h.calibration_file.content}
+        elif key == ("calibration-files", "batch"):
+            body = {"__files__": {"fleet": h.fleet.pk, "kind": "nccl-tests"},
+                    "files": [h.calibration_file.content, h.calibration_file.content]}
         elif key == ("calibration-profiles", "create"):
             body = {"fleet": h.fleet.pk, "name": "matrix fit"}
         elif key == ("capacity-plans", "create"):
@@ -241,6 +246,11 @@ def send(client: APIClient, method: str, url: str, body: dict[str, Any] | None) 
 
         upload = SimpleUploadedFile("data.csv", body["__csv__"].encode(), content_type="text/csv")
         return client.post(url, {"file": upload}, format="multipart")
+    if "__files__" in body:  # a multipart form with several files (calibration-files/batch)
+        from django.core.files.uploadedfile import SimpleUploadedFile
+
+        parts = [SimpleUploadedFile(f"f{i}.txt", text.encode()) for i, text in enumerate(body["files"])]
+        return client.post(url, {**body["__files__"], "files": parts}, format="multipart")
     return client.generic(method, url, json.dumps(body), content_type="application/json")
 
 

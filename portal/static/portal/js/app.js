@@ -113,18 +113,28 @@
     }
 
     if (picker) picker.addEventListener("change", function () { applyFleet(); updatePod(); });
-    // A GPU sold as a rack-scale system (GB200/GB300 NVL72) comes in its own server size: follow it.
+    // A GPU sold as a rack-scale system (GB200/GB300 NVL72) comes in its own server size: follow it. Each GPU
+    // brings its default NIC speed (the catalog's default_nic_gbps: 800G for GB300, B300).
     var nodeSizes = readJSON("gpu-node-sizes") || {};
+    var nicSpeeds = readJSON("gpu-nic-speeds") || {};
     var gpuSelect = form.querySelector("select[name=gpu]");
     var perNodeInput = form.querySelector("[name=gpus_per_node]");
-    if (gpuSelect && perNodeInput) {
+    if (gpuSelect) {
       gpuSelect.addEventListener("change", function () {
-        var picked = picker && picker.value;
-        var size = nodeSizes[gpuSelect.value];
-        if (picked) return;
-        var rackSizes = Object.keys(nodeSizes).map(function (k) { return String(nodeSizes[k]); });
-        if (size) perNodeInput.value = String(size);
-        else if (rackSizes.indexOf(perNodeInput.value) >= 0) perNodeInput.value = "8";  // back from a rack GPU
+        if (picker && picker.value) return;
+        var speed = nicSpeeds[gpuSelect.value];
+        if (speed !== undefined) {
+          inputs("nic_gbps").forEach(function (el) {
+            if (el.type === "radio") el.checked = String(el.value) === String(speed);
+            else el.value = String(speed);
+          });
+        }
+        if (perNodeInput) {
+          var size = nodeSizes[gpuSelect.value];
+          var rackSizes = Object.keys(nodeSizes).map(function (k) { return String(nodeSizes[k]); });
+          if (size) perNodeInput.value = String(size);
+          else if (rackSizes.indexOf(perNodeInput.value) >= 0) perNodeInput.value = "8";  // back from a rack GPU
+        }
         updatePod();
       });
     }
@@ -137,6 +147,33 @@
   document.addEventListener("focusin", function (ev) {
     var el = ev.target;
     if (el && el.matches && el.matches("[data-select-on-focus]")) el.select();
+  });
+
+  // <button data-copy="ID"> copies the value of the element #ID (a new token's secret) to the clipboard and says so
+  // in the element its aria-describedby names; without the Clipboard API (plain http) it selects and copies.
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target && ev.target.closest ? ev.target.closest("[data-copy]") : null;
+    if (!btn) return;
+    ev.preventDefault();
+    var source = document.getElementById(btn.getAttribute("data-copy"));
+    if (!source) return;
+    var text = source.value !== undefined ? source.value : source.textContent;
+    var status = document.getElementById(btn.getAttribute("aria-describedby") || "");
+    function done(ok) {
+      if (status) status.textContent = ok ? "Copied to the clipboard." : "Could not copy: select the text and copy it.";
+      if (ok) btn.textContent = "Copied";
+    }
+    function fallback() {
+      var ok = false;
+      if (source.select) { source.focus(); source.select(); }
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      done(ok);
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, fallback);
+    } else {
+      fallback();
+    }
   });
 
   onReady(setupBuilder);
