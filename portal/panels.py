@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.schema.enums import Fabric, Routing
+from simulations import metrics as registry
 from simulations.results import performance_of, result_fits
 
 #: words a failed run's error uses when the engine refused it for memory (tco refuses non-fitting runs)
@@ -143,7 +144,8 @@ def uncertainty_note(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
     flat = p10 is not None and p90 is not None and abs(p90 - p10) <= 1e-9 * max(1.0, abs(p90))
     sources = mc.get("sources") if isinstance(mc.get("sources"), Mapping) else {}
     named = {str(k): str(v) for k, v in sources.items()}
-    return {"inputs": inputs, "samples": mc.get("samples"), "none": not inputs or flat, "sources": named,
+    return {"inputs": inputs, "labels": [registry.input_label(i) for i in inputs], "samples": mc.get("samples"),
+            "none": not inputs or flat, "sources": named,
             "defaults": sum(1 for v in named.values() if v == "catalog default range")}
 
 

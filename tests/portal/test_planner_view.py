@@ -409,3 +409,6 @@ def test_uncertainty_band_names_the_catalog_default_ranges(client: Any, make_use
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert 'id="uncertainty-inputs"' in html and "use the catalog's default ranges (the same inputs the sensitivity chart swings)" in html
     assert 'id="uncertainty-none"' not in html
+    # the inputs in words from the metric registry, not raw paths
+    note = html.split('id="uncertainty-inputs"')[1].split("</p>")[0]
+    assert "costs." not in note and "unit price" in note
