@@ -281,6 +281,8 @@ SPECTACULAR_SETTINGS = {
         "CatalogItemKindEnum": "planning.models.CATALOG_KIND_CHOICES",
         "RunKindEnum": "simulations.models.RunKind",
         "RunOrJobKindEnum": "simulations.models.KIND_CHOICES",  # a run's kind: RunKind + JobKind (issue #23)
+        "RunEventKindEnum": "simulations.models.RunEvent.Kind",  # what happened to a run (its events)
+        "CalibrationFileKindEnum": "planning.services.calibration.KINDS",  # nccl-tests, step-log, telemetry
     },
 }
 
