@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.integration._waiting import wait_for
 from tests.paths import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -23,14 +22,6 @@ EXAMPLES = ROOT / "examples" / "calibration"
 MANIFEST = json.loads((EXAMPLES / "manifest.json").read_text(encoding="utf-8"))
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_uploads_and_fit_run_on_the_worker(make_user, celery_worker_factory, api_client_for, purge_broker) -> None:
@@ -61,7 +52,7 @@ def test_uploads_and_fit_run_on_the_worker(make_user, celery_worker_factory, api
     def file(pk: int) -> dict[str, Any]:
         return client.get(f"/api/v1/calibration-files/{pk}/").json()
 
-    _wait(lambda: all(file(pk)["status"] != "pending" for pk in ids), 90, "the imports")
+    wait_for(lambda: all(file(pk)["status"] != "pending" for pk in ids), 90, "the imports")
     good, log, bad = (file(pk) for pk in ids)
     assert good["status"] == "ready" and good["summary"]["ranks"] == 32, (good, worker.output()[-2000:])
     assert log["status"] == "ready" and log["summary"]["step_time_s"] > 0
@@ -70,7 +61,7 @@ def test_uploads_and_fit_run_on_the_worker(make_user, celery_worker_factory, api
     key = {"HTTP_IDEMPOTENCY_KEY": "integration-fit-1"}
     r = client.post("/api/v1/calibration-profiles/", {"fleet": fleet.pk, "uploads": ids[:2]}, format="json", **key)
     assert r.status_code == 202, r.content
-    job = _wait(lambda: (lambda j: j if j["status"] in ("succeeded", "failed") else None)(client.get(r.json()["url"]).json()),
+    job = wait_for(lambda: (lambda j: j if j["status"] in ("succeeded", "failed") else None)(client.get(r.json()["url"]).json()),
                 90, "the fit")
     assert job["status"] == "succeeded", (job, worker.output()[-2000:])
     again = client.post("/api/v1/calibration-profiles/", {"fleet": fleet.pk, "uploads": ids[:2]}, format="json", **key)

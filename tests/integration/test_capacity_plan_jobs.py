@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration._waiting import wait_for
+
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
 # 4 x 8 A100 (the fleet below: 32 GPUs) against ~56 GPUs of steady work: a shortfall from the first days;
@@ -26,14 +28,6 @@ PLAN: dict[str, Any] = {
 }
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ def test_plan_run_and_replications_on_a_worker(setup, celery_worker_factory, api
     r = client.post(f"/api/v1/capacity-plans/{pk}/run/", {"params": {"replications": 3}}, format="json")
     assert r.status_code == 202, r.content
     run_id = r.json()["id"]
-    _wait(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 120,
+    wait_for(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 120,
           "the plan run to finish")
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "succeeded", (run.error, worker.output()[-3000:])
@@ -77,7 +71,7 @@ def test_plan_run_and_replications_on_a_worker(setup, celery_worker_factory, api
     r = client.post(f"/api/v1/capacity-plans/{pk}/replicate/", {"replications": 4, "chunk": 2}, format="json")
     assert r.status_code == 202, r.content
     sweep = r.json()["sweep"]
-    body = _wait(lambda: (lambda b: b if b["summary"] else None)(
+    body = wait_for(lambda: (lambda b: b if b["summary"] else None)(
         client.get(f"/api/v1/capacity-plans/{pk}/replications/?sweep={sweep}").json()), 120, "the chord")
     assert body["runs"] == 2 and body["replications_done"] == 4 and body["summary"]["replications"] == 4
 
@@ -93,10 +87,10 @@ def test_watched_plan_reevaluates_on_the_worker_when_its_fleet_changes(setup, ce
     pk = setup["plan"].pk
     r = client.post(f"/api/v1/capacity-plans/{pk}/run/", {"params": {"replications": 2}}, format="json")
     first = r.json()["id"]
-    _wait(lambda: SimulationRun.objects.get(pk=first).status == "succeeded", 120, "the first run")
+    wait_for(lambda: SimulationRun.objects.get(pk=first).status == "succeeded", 120, "the first run")
     planning.fleet_update(fleet=setup["fleet"], user=setup["user"], server_count=16)
     reevaluate_watched.apply_async()  # what celery beat sends on its schedule
-    reeval = _wait(lambda: ReEvaluation.objects.filter(capacity_plan_id=pk, completed_at__isnull=False).first(),
+    reeval = wait_for(lambda: ReEvaluation.objects.filter(capacity_plan_id=pk, completed_at__isnull=False).first(),
                    150, "the re-evaluation to complete")
     assert reeval.previous_run_id == first and reeval.reasons == ["fleet a100 pod changed"], worker.output()[-2000:]
     new = SimulationRun.objects.get(pk=reeval.new_run_id)

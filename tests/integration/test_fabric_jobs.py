@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from tests.integration._waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -24,14 +25,6 @@ CLUSTER = {"gpu": "H100-SXM", "gpus": 4096, "gpus_per_node": 8, "nics_per_node":
            "fabric": "roce", "topology": "fat-tree", "oversubscription": 1.0}
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -57,7 +50,7 @@ def test_fabric_study_end_to_end_on_a_worker(setup, celery_worker_factory, api_c
                     {"kind": "fabric", "params": {"seeds": 4, "ranks": 1024}}, format="json")
     assert r.status_code == 202, r.content
     run_id = r.json()["id"]
-    _wait(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 90,
+    wait_for(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 90,
           "the study to finish")
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "succeeded", (run.error, worker.output()[-3000:])
@@ -84,10 +77,10 @@ def test_cancelling_a_running_study_stops_the_worker(setup, celery_worker_factor
                                                   "qps": 8}}, format="json")
     assert r.status_code == 202, r.content
     run_id = r.json()["id"]
-    _wait(lambda: "seeds" in client.get(f"/api/v1/runs/{run_id}/").json()["progress_message"], 90,
+    wait_for(lambda: "seeds" in client.get(f"/api/v1/runs/{run_id}/").json()["progress_message"], 90,
           "the worker to report seeds")
     assert client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 200
-    _wait(lambda: "was cancelled or taken over" in worker.output(), 60, "the worker to notice the cancel")
+    wait_for(lambda: "was cancelled or taken over" in worker.output(), 60, "the worker to notice the cancel")
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "cancelled" and run.result is None
     assert run.attempts == 1

@@ -19,12 +19,13 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connection, connections
 
+from tests.integration._waiting import wait_for
 from tests.security.seed import CLUSTER, MODEL, PARALLELISM, TRAINING
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -38,17 +39,6 @@ CLAIMED = re.compile(r"simulations\.execute_run\[[^\]]+\] succeeded in [^:]+: \{
 
 
 # --- helpers ----------------------------------------------------------------------------------------------
-def _wait(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.25,
-          on_tick: Callable[[], None] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if on_tick is not None:
-            on_tick()
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _runs(ids: list[int]) -> list[Any]:
@@ -120,14 +110,14 @@ def restore_redis() -> Iterator[None]:
     yield
     if not _redis_up():
         subprocess.run(REDIS_START, check=False, timeout=30)
-        _wait(_redis_up, 30, "redis to come back")
+        wait_for(_redis_up, 30, "redis to come back")
 
 
 def _restart_redis() -> None:
     _redis("shutdown", "nosave")
-    _wait(lambda: not _redis_up(), 15, "redis to stop")
+    wait_for(lambda: not _redis_up(), 15, "redis to stop")
     subprocess.run(REDIS_START, check=True, timeout=30)
-    _wait(_redis_up, 30, "redis to start")
+    wait_for(_redis_up, 30, "redis to start")
 
 
 def _reset_producer_pool() -> None:
@@ -152,7 +142,7 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
     lease = {"FP_RUN_LEASE_S": "6", "FP_RUN_HEARTBEAT_S": "2"}
     first = celery_worker_factory(queues="simulations", extra_env={**lease, "FP_TASK_TEST_DELAY_S": "60"})
     [run_id] = _submit(world)
-    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
+    wait_for(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
           60, "the first worker to be mid-run")
     first.kill()  # SIGKILL to the whole process group: no ack, no cleanup, heartbeat stops
     run = SimulationRun.objects.get(pk=run_id)
@@ -165,7 +155,7 @@ def test_worker_killed_mid_run_completes_exactly_once_on_another_worker(
         queues="simulations",
         extra_env={**lease, "FP_TASK_TEST_DELAY_S": "1", "CELERY_VISIBILITY_TIMEOUT": "2"},
     )
-    _wait(lambda: _all_terminal([run_id]), 120, "the run to finish on the second worker", every=1,
+    wait_for(lambda: _all_terminal([run_id]), 120, "the run to finish on the second worker", every=1,
           on_tick=lambda: services.run_reap(lease_s=6, redispatch_after_s=3))
     time.sleep(3)  # let any duplicate delivery arrive and be refused
 
@@ -186,7 +176,7 @@ def test_redis_restart_loses_queue_reaper_requeues_from_database(
 
     worker = celery_worker_factory(queues="simulations", extra_env={"FP_TASK_TEST_DELAY_S": "3"})
     ids = _submit(world, n=4)
-    _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="running").exists(), 60, "a run to start")
+    wait_for(lambda: SimulationRun.objects.filter(pk__in=ids, status="running").exists(), 60, "a run to start")
 
     _restart_redis()  # no persistence: every queued message is gone
     assert _redis("-n", _redis_db(), "llen", "simulations").stdout.strip() == "0"
@@ -195,7 +185,7 @@ def test_redis_restart_loses_queue_reaper_requeues_from_database(
     assert queued >= 2, "the test needs runs that were only in the (now flushed) queue"
 
     # Nothing would ever run them again without the reaper: the database is the source of truth.
-    _wait(lambda: _all_terminal(ids), 180, "every run to finish after re-queueing", every=2,
+    wait_for(lambda: _all_terminal(ids), 180, "every run to finish after re-queueing", every=2,
           on_tick=lambda: services.run_reap(stuck_after_s=4))
     time.sleep(2)
 
@@ -227,11 +217,11 @@ def test_database_connection_dropped_mid_run_retries_and_ends_consistent(
     # Production lease (30 s) and no reaper: recovery must come from the task's own retry.
     worker = celery_worker_factory(queues="simulations", extra_env={"FP_TASK_TEST_DELAY_S": "4"})
     [run_id] = _submit(world)
-    _wait(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
+    wait_for(lambda: SimulationRun.objects.filter(pk=run_id, status="running", progress_message__startswith="running").exists(),
           60, "the run to be mid-flight")
     assert _terminate_other_backends() >= 1, "the worker holds a database connection"
 
-    _wait(lambda: _all_terminal([run_id]), 90, "the run to finish after the retry", every=0.5)
+    wait_for(lambda: _all_terminal([run_id]), 90, "the run to finish after the retry", every=0.5)
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "succeeded", (run.status, run.error, worker.output()[-3000:])
     assert run.result and "step_time_s" in run.result
@@ -277,7 +267,7 @@ def test_reevaluation_task_fired_twice_concurrently_runs_once(
 
     reevals = ReEvaluation.objects.filter(scenario=watched_change)
     assert reevals.count() == 1, outcomes
-    _wait(lambda: ReEvaluation.objects.filter(scenario=watched_change, completed_at__isnull=False).exists(),
+    wait_for(lambda: ReEvaluation.objects.filter(scenario=watched_change, completed_at__isnull=False).exists(),
           120, "the re-evaluation run to complete")
     runs = SimulationRun.objects.filter(scenario=watched_change, trigger="reevaluation")
     assert runs.count() == 1 and runs.get().status == "succeeded"
@@ -348,8 +338,8 @@ def test_two_real_beat_processes_reevaluate_once(watched_change, celery_worker_f
             return all(log.read_text(errors="replace").count("simulations.reevaluate_watched") >= 2
                        for _, log in beats)
 
-        _wait(sent_by_both, 90, "both beats to send the re-evaluation task at least twice")
-        _wait(lambda: ReEvaluation.objects.filter(scenario=watched_change, completed_at__isnull=False).exists(),
+        wait_for(sent_by_both, 90, "both beats to send the re-evaluation task at least twice")
+        wait_for(lambda: ReEvaluation.objects.filter(scenario=watched_change, completed_at__isnull=False).exists(),
               120, "the re-evaluation run to complete")
         time.sleep(3)  # further ticks from both beats keep arriving: none may add a second re-evaluation
     finally:

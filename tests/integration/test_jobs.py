@@ -12,12 +12,13 @@ from __future__ import annotations
 import copy
 import re
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from tests.integration._waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -31,16 +32,6 @@ CLUSTER = {"gpu": "A100-80GB", "gpus": 32, "gpus_per_node": 8, "nics_per_node": 
 FINISHED = re.compile(r"simulations\.execute_run\[[^\]]+\] succeeded in [^:]+: \{'run': (\d+), 'claimed': True")
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str, on_tick: Callable[[], None] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if on_tick is not None:
-            on_tick()
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -66,7 +57,7 @@ def test_single_run_end_to_end_via_api(setup, celery_worker_factory, api_client_
     assert r.status_code == 202, r.content
     run_id = r.json()["id"]
     assert r["Location"].endswith(f"/api/v1/runs/{run_id}/")
-    _wait(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 60,
+    wait_for(lambda: client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("succeeded", "failed"), 60,
           "the run to finish")
     run = SimulationRun.objects.get(pk=run_id)
     assert run.status == "succeeded", (run.error, worker.output()[-3000:])
@@ -93,7 +84,7 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     assert len(ids) == 12
 
     # Kill the worker (whole process group, no warning) while a child is running and others are queued.
-    _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="succeeded").count() >= 2
+    wait_for(lambda: SimulationRun.objects.filter(pk__in=ids, status="succeeded").count() >= 2
           and SimulationRun.objects.filter(pk__in=ids, status="running").exists(), 60, "the sweep to be mid-way")
     first.kill(signal.SIGKILL)
     interrupted = list(SimulationRun.objects.filter(pk__in=ids, status="running").values_list("pk", flat=True))
@@ -104,7 +95,7 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     # it) both try to bring the interrupted child back: the claim lets exactly one execution finish it.
     second = celery_worker_factory(queues="default,simulations",
                                    extra_env={**lease, "FP_TASK_TEST_DELAY_S": "0.2", "CELERY_VISIBILITY_TIMEOUT": "5"})
-    _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="succeeded").count() == 12, 120,
+    wait_for(lambda: SimulationRun.objects.filter(pk__in=ids, status="succeeded").count() == 12, 120,
           "every child to succeed", on_tick=lambda: services.run_reap(lease_s=6, redispatch_after_s=3))
 
     runs = list(SimulationRun.objects.filter(sweep_id=sweep_id))
@@ -116,7 +107,7 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     # Exactly one execution claimed-and-finished each child (from both workers' logs).
     finished = Counter(int(m) for w in (first, second) for m in FINISHED.findall(w.output()))
     assert {pk: finished[pk] for pk in ids} == dict.fromkeys(ids, 1), (finished, second.output()[-3000:])
-    _wait(lambda: Sweep.objects.get(pk=sweep_id).status == "succeeded", 30, "the sweep summary")
+    wait_for(lambda: Sweep.objects.get(pk=sweep_id).status == "succeeded", 30, "the sweep summary")
     sweep = Sweep.objects.get(pk=sweep_id)
     assert sweep.summary["counts"] == {"succeeded": 12} and len(sweep.summary["runs"]) == 12
     assert sweep.summary["best"]["step_time_s"]["overrides"]["cluster.gpus"] == 256

@@ -32,6 +32,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from tests.integration._waiting import wait_for
 from tests.security.seed import CLUSTER, MODEL, PARALLELISM, TRAINING
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
@@ -46,14 +47,6 @@ CLAIMED = re.compile(r"simulations\.execute_run\[[^\]]+\] succeeded in [^:]+: \{
 LIMIT_S = 90.0
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -183,7 +176,7 @@ def test_sigkill_mid_sweep_every_kind_reclaimed_within_90_s(mix, celery_worker_f
     ids = sorted(what)
     assert len(ids) == 8 and set(what.values()) == {"predict sweep child", "search sweep child", "tco sweep child",
                                                     "capacity plan", "fabric study"}
-    _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="running",
+    wait_for(lambda: SimulationRun.objects.filter(pk__in=ids, status="running",
                                                progress_message__startswith="running").count() == 8,
           120, "all 8 runs to be mid-engine on the first worker")
     tokens = dict(SimulationRun.objects.filter(pk__in=ids).values_list("pk", "claim_token"))
@@ -199,7 +192,7 @@ def test_sigkill_mid_sweep_every_kind_reclaimed_within_90_s(mix, celery_worker_f
     first.kill(signal.SIGKILL)  # no ack, no cleanup; the heartbeat threads die with it
     killed_at = timezone.now()
     second = celery_worker_factory(queues="simulations", concurrency=4, extra_env={"FP_TASK_TEST_DELAY_S": "0.2"})
-    _wait(lambda: all(r.is_terminal for r in SimulationRun.objects.filter(pk__in=ids)), 180,
+    wait_for(lambda: all(r.is_terminal for r in SimulationRun.objects.filter(pk__in=ids)), 180,
           "every run to be re-claimed and finish", every=1)
 
     rows = []
@@ -244,14 +237,14 @@ def test_broker_flushdb_mid_sweep_every_kind_resent_and_finished_once(mix, celer
     what = _submit(mix, predict_children=4)
     ids = sorted(what)
     assert len(ids) == 10
-    _wait(lambda: SimulationRun.objects.filter(pk__in=ids, status="running").count() >= 2, 60, "runs to start")
+    wait_for(lambda: SimulationRun.objects.filter(pk__in=ids, status="running").count() >= 2, 60, "runs to start")
     _redis("flushdb")  # queued messages, unacked entries, the queues' bindings, chord counters: all gone
     flushed_at = timezone.now()
     assert _redis("llen", "simulations") == "0"
     lost = list(SimulationRun.objects.filter(pk__in=ids, status="queued").values_list("pk", flat=True))
     assert len(lost) >= 4, "the test needs runs that were only in the flushed queue"
 
-    _wait(lambda: all(r.is_terminal for r in SimulationRun.objects.filter(pk__in=ids)), 240,
+    wait_for(lambda: all(r.is_terminal for r in SimulationRun.objects.filter(pk__in=ids)), 240,
           "every run to finish after the flush", every=1)
     assert _redis("exists", "_kombu.binding.simulations") == "1", "a worker re-declared the queues"
 
@@ -268,5 +261,5 @@ def test_broker_flushdb_mid_sweep_every_kind_resent_and_finished_once(mix, celer
     assert all(0 < secs < LIMIT_S for _, _, secs in rows), text
     _finished_once(ids, what, worker)
     sweeps = Sweep.objects.filter(runs__pk__in=ids).distinct()
-    _wait(lambda: all(s.status == "succeeded" for s in Sweep.objects.filter(pk__in=[s.pk for s in sweeps])), 30,
+    wait_for(lambda: all(s.status == "succeeded" for s in Sweep.objects.filter(pk__in=[s.pk for s in sweeps])), 30,
           "the sweeps to close (their chords' counters were flushed: the last child closes each)")
