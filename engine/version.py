@@ -33,6 +33,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # MoE dispatch 1 B in every quantised format, awkward-size notes and batch advice, multi-rack NVL72 jobs of any
     # GPU count, the DeepSeek-V3 row's recomputation as published, LOSO refit values in the report
     "2.2.0": "0b4d9ac294b3c1ce9b1f7548036a46fcdfb850f986e440bc3745d3989329757b",
+    # 2.3.0: MoE parallel folding (parallelism.etp: expert TP separate from attention TP, EP folded over t c d),
+    # GPUs used per NVL72 rack (cluster.gpus_per_rack: 64 of 72, spares priced), the "64 of 72" sizing advice
+    # predicted with it; validation rows unchanged
+    "2.3.0": "f234227f4a2bbe2f3295fd269e45f0d31fc9c240d519bfc36cd9e4240fd54efe",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -59,6 +59,12 @@ class PerfPoint:
     params: float
     rate_by_component: dict[str, float]
     reliability: ReliabilityModel
+    gpus_used_per_node: int = 0  # GPUs the job uses of each node (cluster.gpus_per_rack); 0 = all of them
+
+    @property
+    def spare_gpus(self) -> int:
+        """GPUs bought but left idle [GPUs]: whole nodes bought (``nodes`` x ``gpus_per_node``) less the job's."""
+        return self.nodes * self.gpus_per_node - self.gpus
 
     @property
     def base_rate_per_day(self) -> float:
@@ -128,7 +134,7 @@ def _perf_point(s: ScenarioSpec, catalog: CatalogItems | None, performance: dict
     reliability = load_reliability(catalog)
     # hosts: operating-system instances (an NVL72 rack is 18 compute trays, each its own host): the per-host
     # failure rates (host, software) and the per-host checkpoint write bandwidth count these, not racks
-    hosts = nodes * int(sspecs.get("hosts_per_server", 1))
+    hosts = nodes * job_hosts_per_node(int(sspecs.get("hosts_per_server", 1)), s.cluster.gpus_used_per_node, gpn)
     counts = part_counts(s.cluster.gpus, hosts, plan.nics, plan.switches["total"], plan.transceiver_count,
                          plan.cable_count)
     return PerfPoint(
@@ -149,7 +155,28 @@ def _perf_point(s: ScenarioSpec, catalog: CatalogItems | None, performance: dict
         params=param_count(scenario_to_dict(s)["model"]),
         rate_by_component=interruptions_by_component(counts, reliability),
         reliability=reliability,
+        gpus_used_per_node=s.cluster.gpus_used_per_node,
     )
+
+
+def job_hosts_per_node(hosts_per_server: int, used: int, gpus_per_node: int) -> int:
+    """Operating-system hosts of one node that hold the job's GPUs [hosts]: all ``hosts_per_server`` when every
+    GPU is used, else ceil(used x hosts_per_server / gpus_per_node), the hosts are filled in order. An NVL72
+    rack's 18 compute trays hold 4 GPUs each, so 64 of 72 GPUs run on 16 trays; the two trays of spares neither
+    interrupt the job when they fail nor write its checkpoints."""
+    if used >= gpus_per_node:
+        return hosts_per_server
+    return -(-used * hosts_per_server // gpus_per_node)
+
+
+def _spares_note(point: PerfPoint) -> str:
+    """The server line's note when the job leaves spares in each rack (``cluster.gpus_per_rack``): racks are
+    bought whole, so the spares are priced, powered and housed with them."""
+    used, gpn = point.gpus_used_per_node, point.gpus_per_node
+    if not 0 < used < gpn:
+        return ""
+    return (f"; {used} of {gpn} GPUs used in each (cluster.gpus_per_rack): {point.nodes * gpn:,} GPUs bought "
+            f"for {point.gpus:,} used, {point.spare_gpus:,} spares")
 
 
 # --------------------------------------------------------------------------------------------- cost equations
@@ -208,7 +235,7 @@ def build_lines(point: PerfPoint, params: CostParams, catalog: CatalogItems | No
     fac_src = str(get_item(params.facility_key, "facility", "costs.facility", catalog).get("source", ""))
     lines: list[Line] = []
     server = point.server_item
-    lines.append(Line("gpu_servers", f"{server['name']} ({point.server_key})", float(point.nodes),
+    lines.append(Line("gpu_servers", f"{server['name']} ({point.server_key}){_spares_note(point)}", float(point.nodes),
                       _price(point.server_key, server, params), "capex", "server", _src(server, params)))
     lines.append(Line("gpu_servers", f"Compute NIC {plan.nic_item['name']} ({plan.nic_model})", float(plan.nics),
                       _price(plan.nic_model, plan.nic_item, params), "capex", "nic", _src(plan.nic_item, params)))

@@ -52,6 +52,7 @@ def check_layout(s: ScenarioSpec) -> None:
             raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)", LAYOUT_CONFLICT)
         if m.moe.experts % p.ep:
             raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}", LAYOUT_CONFLICT)
+    _check_etp(s)
     for key, values in p.choices:  # each allowed value must be one the degree can take
         for v in values:
             problem = _degree_problem(s, key, v)
@@ -67,7 +68,9 @@ def check_layout(s: ScenarioSpec) -> None:
                 "parallelism.dp",
                 f"tp*pp*dp*cp={p.tp * p.pp * p.dp * p.cp} != cluster.gpus={c.gpus}", LAYOUT_CONFLICT)
         dp = p.dp if p.dp is not None else c.gpus // prod
-        if p.ep is not None and p.ep > 1 and (dp * p.cp) % p.ep:
+        if p.etp is not None:  # MoE parallel folding: EP folds over the attention's t c d ranks
+            _check_folding(p.tp * p.cp * dp, p.etp, p.ep)
+        elif p.ep is not None and p.ep > 1 and (dp * p.cp) % p.ep:
             raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp={dp * p.cp}", LAYOUT_CONFLICT)
         if t.global_batch % dp:
             raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={dp}", LAYOUT_CONFLICT)
@@ -77,3 +80,28 @@ def check_layout(s: ScenarioSpec) -> None:
                 f"{t.global_batch} is not divisible by dp*micro_batch={dp * t.micro_batch}", LAYOUT_CONFLICT)
     elif p.dp is not None and t.global_batch % p.dp:
         raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}", LAYOUT_CONFLICT)
+
+
+def _check_etp(s: ScenarioSpec) -> None:
+    """``parallelism.etp`` (MoE parallel folding) on its own: experts to shard (model.moe), an expert FFN width and
+    a GPU count it divides. Like tp, it is not bounded by the NVLink domain."""
+    m, p, c = s.model, s.parallelism, s.cluster
+    if p.etp is None:
+        return
+    if m.moe is None:
+        raise ScenarioError("parallelism.etp", f"{p.etp} needs a mixture-of-experts model (model.moe): expert "
+                            "tensor parallelism shards the routed experts", LAYOUT_CONFLICT)
+    if m.moe.expert_ffn_hidden % p.etp:
+        raise ScenarioError("parallelism.etp", f"{p.etp} does not divide model.moe.expert_ffn_hidden="
+                            f"{m.moe.expert_ffn_hidden}", LAYOUT_CONFLICT)
+    if c.gpus % p.etp:
+        raise ScenarioError("parallelism.etp", f"{p.etp} does not divide cluster.gpus={c.gpus}", LAYOUT_CONFLICT)
+
+
+def _check_folding(tcd: int, etp: int, ep: int | None) -> None:
+    """MoE parallel folding (Megatron-Core, arXiv 2504.14960): the expert grid etp x ep x edp covers the attention's
+    tp x cp x dp ranks of a pipeline stage, so etp * ep divides tp * cp * dp (ep searched: etp alone must)."""
+    if tcd % (etp * (ep or 1)):
+        what = f"etp*ep={etp * ep}" if ep is not None else f"{etp}"
+        raise ScenarioError("parallelism.etp", f"{what} does not divide tp*cp*dp={tcd}: the experts' etp x ep x "
+                            "edp grid folds over the attention's tp x cp x dp ranks", LAYOUT_CONFLICT)

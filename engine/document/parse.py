@@ -193,6 +193,7 @@ def parse_parallelism(doc: Any) -> ParallelismSpec:
         if "sequence_parallel" in d else None,
         choices=tuple(choices),
         dp_placement=read_choice(d, "dp_placement", path),
+        etp=read_int(d, "etp", path),  # None = auto (= tp: no folding)
     )
 
 
@@ -229,8 +230,10 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
     # a rack-scale system (the catalog's node_sizes: sold as whole NVL72 racks) takes any GPU count: the job fills
     # ceil(gpus / gpn) racks and the last one is partial (its NVLink domain and cabled NICs are the GPUs used,
     # fabric sizing); 128 GB300 = two racks, as 64 of 72 in each would be. An HGX job uses whole servers.
+    # cluster.gpus_per_rack (rack-scale only) says how many of each rack's GPUs the job uses: ceil(gpus / it) racks.
     if gpus % gpn and gpus > gpn and not sizes:
         raise ScenarioError("cluster.gpus", f"{gpus} is not a multiple of cluster.gpus_per_node={gpn}")
+    per_rack = _gpus_per_rack(d, gpu, gpn, sizes)
     nics = read_int(d, "nics_per_node", path, default=gpn)
     nic_gbps = read_number(d, "nic_gbps", path, default=float(specs.get("default_nic_gbps", 400)))
     fabric = str(read_choice(d, "fabric", path))
@@ -249,7 +252,25 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
         pod_given=pod_given,
         in_network_reduction=bool(read_bool(d, "in_network_reduction", path,
                                         default=declared_default("cluster.in_network_reduction"))),
+        gpus_per_rack=per_rack,
     )
+
+
+def _gpus_per_rack(d: Mapping[str, Any], gpu: str, gpn: int, sizes: list[int]) -> int | None:
+    """``cluster.gpus_per_rack`` (None when not given): GPUs the job uses in each rack-scale NVLink domain, 1 to
+    ``gpus_per_node``; refused on HGX servers, which a job uses whole (the catalog's ``node_sizes`` marks a
+    rack-scale system)."""
+    if d.get("gpus_per_rack") is None:
+        return None
+    per_rack = int(read_int(d, "gpus_per_rack", "cluster"))
+    if not sizes:
+        raise ScenarioError("cluster.gpus_per_rack", f"only rack-scale systems (GB200 / GB300 NVL72) leave spares "
+                                                     f"in an NVLink domain; {gpu} servers are used whole, so leave "
+                                                     "it out")
+    if per_rack > gpn:
+        raise ScenarioError("cluster.gpus_per_rack", f"{per_rack} exceeds cluster.gpus_per_node={gpn} (the GPUs "
+                                                     "in one rack)")
+    return per_rack
 
 
 def _server(key: str | None, c: ClusterSpec, catalog: CatalogItems | None) -> str | None:
@@ -319,6 +340,9 @@ def _with_topology(s: ScenarioSpec, catalog: CatalogItems | None) -> ScenarioSpe
 def parse_cluster(doc: Any, catalog: CatalogItems | None = None, costs: Mapping[str, Any] | None = None) -> ClusterSpec:
     """Parse a ``cluster`` section alone (fleet plans); its fabric is sized, so ``tiers`` is the built count."""
     c = _cluster_fields(doc, catalog)
+    if c.gpus_per_rack is not None:  # a fleet's clusters are counted in whole nodes (engine.fleet)
+        raise ScenarioError("cluster.gpus_per_rack", "is a job's setting (its scenario's cluster section), not a "
+                                                     "fleet cluster's: leave it out here")
     fabric = _fabric_settings(costs, c, catalog)
     # a throwaway model/training is not needed: sizing reads only the cluster and the fabric settings
     probe = ScenarioSpec(model=_PROBE_MODEL, training=_PROBE_TRAINING, parallelism=_PROBE_PAR, cluster=c, fabric=fabric)

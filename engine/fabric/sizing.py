@@ -376,12 +376,16 @@ def size_fabric(spec: FabricSpec, catalog: CatalogItems | None = None) -> Fabric
 
 
 def fabric_spec(s: ScenarioSpec) -> FabricSpec:
-    """The sizing inputs of a parsed scenario (no second reading of the document)."""
+    """The sizing inputs of a parsed scenario (no second reading of the document).
+
+    A node here is what the job uses of one: with ``cluster.gpus_per_rack`` (64 of an NVL72's 72) the fabric
+    sees racks of that many GPUs and their NICs (:attr:`ClusterSpec.nics_used_per_node`), so it spans
+    ceil(gpus / gpus_per_rack) racks and cables only the used GPUs' NICs; the spares hang off no leaf."""
     c, f = s.cluster, s.fabric
     return FabricSpec(
         gpus=c.gpus,
-        gpus_per_node=c.gpus_per_node,
-        nics_per_node=c.nics_per_node,
+        gpus_per_node=c.gpus_used_per_node,
+        nics_per_node=c.nics_used_per_node,
         nic_gbps=c.nic_gbps,
         fabric=c.fabric,
         topology=c.topology,

@@ -104,6 +104,8 @@ def build_topology(s: ScenarioSpec, catalog: CatalogItems | None = None) -> Topo
     if s.fabric is not None and s.fabric.server is not None:
         server = get_item(s.fabric.server, "server", "costs.server", catalog)
         domain = int((server.get("specs") or {}).get("nvlink_domain_gpus") or c.gpus_per_node)
+    if c.gpus_per_rack is not None:  # the job's GPUs in one rack-scale domain (the others are spares)
+        domain = min(domain, c.gpus_per_rack)
     topo = topology_from_plan(plan, c.routing, c.qps_per_connection, min(domain, c.gpus))
     return replace(topo, in_network_reduction=c.in_network_reduction, plan=plan)
 

@@ -92,8 +92,10 @@ def _layout(s: ScenarioSpec, ranks: int, net: Network, needs_layout: bool) -> tu
     if fits:
         return Layout(tp, cp, ranks // (tp * cp * pp), pp, ep), True
     if needs_layout:
+        folded = " (the flow simulator places expert parallelism inside dp*cp; MoE parallel folding, " \
+                 "parallelism.etp, is not simulated)" if p.etp is not None and p.etp != tp else ""
         raise ScenarioError("ranks", f"{ranks} ranks do not fit the scenario's layout tp={tp} cp={cp} pp={pp} "
-                                     f"ep={ep} (tp*cp*pp must divide ranks and ep divide dp*cp)")
+                                     f"ep={ep} (tp*cp*pp must divide ranks and ep divide dp*cp){folded}")
     return Layout(1, 1, ranks, 1, 1), False
 
 

@@ -197,6 +197,9 @@ def nearest_workable_gpus(scenario: Mapping[str, Any], catalog: CatalogItems | N
     cluster: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     gpus = int(cluster.get("gpus") or 0)
     gpn = max(1, int(cluster.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE))
+    per_rack = cluster.get("gpus_per_rack")
+    if isinstance(per_rack, int) and not isinstance(per_rack, bool) and per_rack > 0:
+        gpn = per_rack  # the job uses cluster.gpus_per_rack GPUs of each rack: counts step by that
     if gpus < 1:
         raise ScenarioError("cluster.gpus", "must be a positive integer")
     if has_layout(scenario, gpus, catalog):

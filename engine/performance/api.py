@@ -113,7 +113,7 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     if m.moe is not None:
         experts = m.moe.experts
         base = _cross(base, "ep", _opts(p.ep, lambda: [d for d in divisors(experts) if d <= gpus], p.allowed("ep")))
-        base = _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
+        base = _expert_grid(base, p.etp)
     else:
         base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, lambda: [1]))
     base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1)), p.allowed("vpp")))
@@ -136,9 +136,26 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     if len(base["tp"]) == 0:
         raise ScenarioError("parallelism", "no layout satisfies the fixed settings (tp*pp*dp*cp = gpus, "
                             "global_batch divisible by dp*micro_batch, pp*vpp <= layers)", NO_LAYOUT)
+    etp = None if p.etp is None else np.full_like(base["tp"], float(p.etp))
     return Layouts(tp=base["tp"], pp=base["pp"], dp=base["dp"], cp=base["cp"], ep=base["ep"], vpp=base["vpp"],
                    mb=base["mb"], recompute=base["recompute"], zero=base["zero"], sp=np.asarray(sp),
-                   dp_order=base["dp_order"])
+                   dp_order=base["dp_order"], etp=etp)
+
+
+def _expert_grid(base: dict[str, Arr], etp: int | None) -> dict[str, Arr]:
+    """The EP degrees a layout can hold. Without ``parallelism.etp`` experts are tensor-parallel like attention and
+    EP is drawn from the d c ranks: ep divides dp * cp. With it (MoE parallel folding, never searched) the expert
+    grid etp x ep x edp folds over the attention's t c d ranks: etp * ep divides tp * cp * dp; none left is a
+    conflict naming the field."""
+    if etp is None:
+        return _filter(base, np.mod(base["dp"] * base["cp"], base["ep"]) == 0)
+    if len(base["tp"]) == 0:
+        return base
+    kept = _filter(base, np.mod(base["tp"] * base["cp"] * base["dp"], etp * base["ep"]) == 0)
+    if len(kept["tp"]) == 0:
+        raise ScenarioError("parallelism.etp", f"{etp} x ep divides no layout's tp*cp*dp ranks (MoE parallel "
+                            "folding needs etp * ep to divide tp * cp * dp): use a smaller etp or ep", LAYOUT_CONFLICT)
+    return kept
 
 
 def _shard_groups(group: int | None, base: dict[str, Arr]) -> dict[str, Arr]:

@@ -203,7 +203,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         precision=t.precision,
         tokens=t.tokens,
         gpus=float(c.gpus),
-        gpn=float(min(c.gpus_per_node, c.gpus)),
+        gpn=float(min(c.gpus_used_per_node, c.gpus)),
         gpu=gpu,
         nic_bw_gpu=nic_bw,
         routing=c.routing,
@@ -240,7 +240,7 @@ def nic_rate(ctx: Context) -> float:
 def _fabric_numbers(s: ScenarioSpec) -> dict[str, float]:
     """NVLink domain, leaf and pod sizes and per-tier oversubscription from the scenario's topology."""
     c = s.cluster
-    gpn = float(min(c.gpus_per_node, c.gpus))
+    gpn = float(min(c.gpus_used_per_node, c.gpus))  # a node as the fabric sized it: the GPUs used of a rack
     topo = getattr(s, "topology", None)
     if topo is not None:
         dom = float(getattr(topo, "nvlink_domain_gpus", gpn) or gpn)
@@ -270,7 +270,8 @@ def _fabric_numbers(s: ScenarioSpec) -> dict[str, float]:
 class Layouts:
     """Arrays (equal length) of parallel layouts: degrees as float64, recompute as codes 0/1/2
     (``RECOMPUTE_CODES``), ZeRO stage 0-3, sequence parallelism as a bool, DP placement as codes 0/1
-    (``DP_PLACEMENT_CODES``; inner when not given)."""
+    (``DP_PLACEMENT_CODES``; inner when not given), the expert tensor-parallel degree (``parallelism.etp``, MoE
+    parallel folding; tp when not given)."""
 
     tp: Arr
     pp: Arr
@@ -283,10 +284,31 @@ class Layouts:
     zero: Arr
     sp: BoolArr
     dp_order: Arr | None = None  # DP_PLACEMENT_CODES; None = inner everywhere
+    etp: Arr | None = None  # expert tensor-parallel degree; None = tp everywhere (no folding)
 
     def __post_init__(self) -> None:
         if self.dp_order is None:
             self.dp_order = np.zeros_like(self.tp)
+        if self.etp is None:
+            self.etp = np.array(self.tp, dtype=np.float64)
+
+    @property
+    def expert_tp(self) -> Arr:
+        """The expert tensor-parallel degree of each layout (``etp``; = tp without MoE parallel folding)."""
+        assert self.etp is not None
+        return self.etp
+
+    @property
+    def folded(self) -> BoolArr:
+        """True where the MoE layers' expert TP differs from the attention's TP (MoE parallel folding)."""
+        return np.asarray(self.expert_tp != self.tp)
+
+    @property
+    def expert_fold(self) -> Arr:
+        """etp / tp [ratio]: with sequence parallelism an attention-TP rank holds 1/t of its group's tokens, and an
+        expert-TP group of etp ranks gathers etp of those shares, so its routed tokens are etp/t of the attention
+        TP group's (exactly 1.0 without folding)."""
+        return np.asarray(self.expert_tp / self.tp)
 
     @property
     def dp_outer(self) -> BoolArr:
@@ -304,7 +326,9 @@ class Layouts:
         return {"tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
                 "ep": int(self.ep[i]), "vpp": int(self.vpp[i]), "sequence_parallel": bool(self.sp[i]),
                 "micro_batch": int(self.mb[i]), "recompute": RECOMPUTE_NAMES[int(self.recompute[i])],
-                "zero": int(self.zero[i]), "dp_placement": DP_PLACEMENT_NAMES[int(self.dp_outer[i])]}
+                "zero": int(self.zero[i]), "dp_placement": DP_PLACEMENT_NAMES[int(self.dp_outer[i])],
+                # only where the experts fold differently from attention: an unfolded layout reads as before
+                **({"etp": int(self.expert_tp[i])} if bool(self.folded[i]) else {})}
 
 
-LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp", "dp_order")
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "recompute", "zero", "sp", "dp_order", "etp")

@@ -39,7 +39,8 @@ UNIT_SUFFIXES = {
 FIELD_UNITS = {"tp_overlap": "fraction"}
 # the layout as Result.parallelism names it -> the Layouts array
 LAYOUT_KEYS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp", "micro_batch": "mb",
-               "sequence_parallel": "sp", "recompute": "recompute", "zero": "zero", "dp_placement": "dp_outer"}
+               "sequence_parallel": "sp", "recompute": "recompute", "zero": "zero", "dp_placement": "dp_outer",
+               "etp": "etp"}
 
 
 def unit_of(key: str) -> str | None:

@@ -110,7 +110,8 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     fwd_window = stage.per_microbatch(ctx, layer.forward_s + FORWARD_COMM_SHARE * comm_layer)
     bwd_window = stage.per_microbatch(ctx, layer.backward_s + layer.recompute_s + FORWARD_COMM_SHARE * comm_layer)
     dp = data_parallel_sync(lay, shape, prof, groups, params.total_params, fwd_window, bwd_window,
-                            step_compute_s=shape.microbatch_count * stage.compute_s)
+                            step_compute_s=shape.microbatch_count * stage.compute_s,
+                            expert_params=params.expert_params)
     zero2 = zero2_traffic(prof, dp.grad_reduction_s, dp.reduces_per_microbatch, dp.bucket_fraction,
                           stage.per_microbatch(ctx, layer.backward_s + layer.recompute_s))
     zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, stage.compute_s,

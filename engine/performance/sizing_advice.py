@@ -26,7 +26,10 @@ The advice then names the nearest sizes that factor well (:attr:`Factoring.well`
 engine's own search: whole nodes (whole NVL72 racks of 72) below and above, for a node that is not a power of two
 (NVL72) also the largest power of two of each node (64 of 72 per rack, 8 spares per rack) below and above, and the
 nearest global batches on the same GPUs (multiples of ``gpus / gcd(gpus, batch)``, :func:`.advice.nearest_batches`).
-At most ``2 * (2 + 1)`` predictions, and only for a size that is flagged.
+At most ``2 * (2 + 1)`` predictions, and only for a size that is flagged. A 64-of-72 size is predicted as the
+document would run it with ``cluster.gpus_per_rack = 64`` (NVLink domains of 64, ceil(gpus / 64) racks), and its
+label says to set that; a document that already sets ``cluster.gpus_per_rack`` is sized in racks of that many
+used GPUs (and, when that is a power of two, in those steps only).
 
 Pure Python (no Django). The note is added to a result's ``notes`` by its caller (the run service), so ``predict``
 itself pays nothing; given the layout the prediction chose, a size whose chosen pipeline passes the rule costs
@@ -39,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import CatalogItems
+from engine.catalog import CatalogItems, get_item
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.advice import (
@@ -117,13 +120,16 @@ class SizeOption:
     gpus_per_node: int
     mfu: float | None  # None when its best layout does not fit in memory
     step_time_s: float | None
+    set_per_rack: bool = False  # the document must set cluster.gpus_per_rack = per_node to run it so
 
     def label(self, requested_batch: int) -> str:
         if self.batch != requested_batch:
             where = f"global batch {self.batch:,} on the same GPUs"
         elif self.per_node < self.gpus_per_node:
             where = (f"{self.gpus:,} GPUs, {self.per_node} of {self.gpus_per_node} in each of {self.nodes:,} "
-                     f"{_node_word(self.gpus_per_node)}s, {self.nodes * (self.gpus_per_node - self.per_node):,} spares")
+                     f"{_node_word(self.gpus_per_node)}s, {self.nodes * self.gpus_per_node - self.gpus:,} spares")
+            if self.set_per_rack:
+                where += f" (set cluster.gpus_per_rack = {self.per_node})"
         else:
             where = f"{self.gpus:,} GPUs ({self.nodes:,} whole {_node_word(self.gpus_per_node)}s)"
         figure = f"MFU {self.mfu * _PERCENT:.1f}%" if self.mfu is not None else "does not fit in memory"
@@ -189,13 +195,18 @@ def nearest_well_factored(doc: Mapping[str, Any], gpus: int, gpn: int, unit: int
 
 
 def _option(doc: Mapping[str, Any], gpus: int, batch: int, gpn: int, per_node: int,
-            catalog: CatalogItems | None) -> SizeOption | None:
+            catalog: CatalogItems | None, *, set_per_rack: bool = False) -> SizeOption | None:
+    """The option of ``gpus`` GPUs at ``batch``, ``per_node`` used in each node; ``set_per_rack``: predicted with
+    ``cluster.gpus_per_rack = per_node`` (the document does not set it), as a planner would run it."""
+    sized = with_size(doc, gpus, batch)
+    if set_per_rack:
+        sized["cluster"] = {**sized["cluster"], "gpus_per_rack": per_node}
     try:
-        r = predict(with_size(doc, gpus, batch), catalog=catalog)
+        r = predict(sized, catalog=catalog)
     except ScenarioError:
         return None
     return SizeOption(gpus=gpus, batch=batch, nodes=-(-gpus // per_node), per_node=per_node, gpus_per_node=gpn,
-                      mfu=r.mfu, step_time_s=r.step_time_s)
+                      mfu=r.mfu, step_time_s=r.step_time_s, set_per_rack=set_per_rack)
 
 
 def chosen_pipeline_is_fine(doc: Mapping[str, Any], parallelism: Mapping[str, Any]) -> bool:
@@ -223,16 +234,18 @@ def sizing_advice(doc: Mapping[str, Any], catalog: CatalogItems | None = None, *
     if not fact.has_layout or fact.well:
         return None
     gpus, gpn, batch = s.cluster.gpus, s.cluster.gpus_per_node, s.training.global_batch
+    used = s.cluster.gpus_used_per_node  # gpn, or the document's cluster.gpus_per_rack
+    rack_scale = bool((get_item(s.cluster.gpu, "gpu", "cluster.gpu", catalog).get("specs") or {}).get("node_sizes"))
     options: list[SizeOption] = []
-    for unit in _units(gpn):
-        for n in nearest_well_factored(doc, gpus, gpn, unit, catalog):
+    for unit in _units(used):
+        for n in nearest_well_factored(doc, gpus, used, unit, catalog):
             if n is not None and all(o.gpus != n for o in options):
-                opt = _option(doc, n, batch, gpn, min(unit, gpn), catalog)
+                opt = _option(doc, n, batch, gpn, unit, catalog, set_per_rack=rack_scale and unit < used)
                 options += [opt] if opt is not None else []
     if batch_step(gpus, batch // (s.training.micro_batch or 1)) > 1:
         for b in nearest_batches(gpus, batch, lambda b: factoring_of(doc, gpus, b, catalog).well,
                                  micro_batch=s.training.micro_batch or 1):
-            opt = _option(doc, gpus, b, gpn, gpn, catalog) if b is not None else None
+            opt = _option(doc, gpus, b, gpn, used, catalog) if b is not None else None
             options += [opt] if opt is not None else []
     options.sort(key=lambda o: (o.batch != batch, o.gpus, o.batch))
     return SizingAdvice(gpus=gpus, batch=batch, layers=s.model.layers, fact=fact, mfu=mfu, options=options)

@@ -143,10 +143,12 @@ BOUNDS: dict[str, Bound] = {
     "parallelism.dp": _int_bound(1, MAX_GPUS, "a degree cannot exceed the GPU bound"),
     "parallelism.cp": _int_bound(1, MAX_GPUS, "a degree cannot exceed the GPU bound"),
     "parallelism.ep": _int_bound(1, MAX_EXPERTS, "at most model.moe.experts"),
+    "parallelism.etp": _int_bound(1, MAX_GPUS, "a degree cannot exceed the GPU bound"),
     "parallelism.vpp": _int_bound(1, MAX_LAYERS, "pp*vpp is at most model.layers"),
     # ---- cluster
     "cluster.gpus": _int_bound(1, MAX_GPUS, "larger than any announced cluster"),
     "cluster.gpus_per_node": _int_bound(1, MAX_NVLINK_DOMAIN, "the largest announced NVLink domain, NVL576"),
+    "cluster.gpus_per_rack": _int_bound(1, MAX_NVLINK_DOMAIN, "at most cluster.gpus_per_node (a rack's NVLink domain)"),
     "cluster.nics_per_node": _int_bound(1, 2 * MAX_NVLINK_DOMAIN, "two NICs per GPU in the largest NVLink domain"),
     "cluster.nic_gbps": _float_bound(0.0, MAX_NIC_GBPS, "2x the fastest announced NIC, 1.6 Tb/s", lo_open=True),
     "cluster.tiers": _int_bound(1, 3, "fat-trees of 1, 2 or 3 switch tiers"),

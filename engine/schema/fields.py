@@ -255,8 +255,15 @@ FIELDS: tuple[Field, ...] = (
     _f("parallelism.tp", help="Tensor-parallel degree (divides model.heads)", **_DEGREE),
     _f("parallelism.pp", help="Pipeline-parallel degree (at most model.layers)", **_DEGREE),
     _f("parallelism.cp", help="Context-parallel degree (divides model.seq_len)", **_DEGREE),
-    _f("parallelism.ep", help="Expert-parallel degree (needs model.moe; divides the experts and dp * cp)",
-       **_DEGREE),
+    _f("parallelism.ep", help="Expert-parallel degree (needs model.moe; divides the experts and dp * cp, or with "
+                              "etp: etp * ep divides tp * cp * dp)", **_DEGREE),
+    _f("parallelism.etp", "int", "Expert tensor-parallel degree (MoE parallel folding)", default=AUTO, auto=True,
+       write=IF_SET, unset=None, default_text="`tp` (experts tensor-parallel like attention)",
+       more="Megatron-Core's `--expert-tensor-parallel-size` (MoE Parallel Folding, arXiv 2504.14960): the MoE "
+            "layers run expert-TP x EP x expert-DP x PP over the ranks that attention runs TP x CP x DP x PP, so "
+            "EP folds over the attention's tp * cp * dp ranks: etp * ep divides tp * cp * dp (ep need not divide "
+            "dp * cp). Needs model.moe; divides model.moe.expert_ffn_hidden. Never searched: `auto` = tp. "
+            "Written to the canonical document only when set (docs/performance-model.md section 3)"),
     _f("parallelism.vpp", help="Virtual pipeline stages per rank (interleaving; pp * vpp at most model.layers)",
        **_DEGREE),
     _f("parallelism.sequence_parallel", "bool", "Sequence parallelism inside tensor-parallel groups",
@@ -275,12 +282,20 @@ FIELDS: tuple[Field, ...] = (
     _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node (any count on rack-scale systems)",
        default=MANDATORY,
        more="HGX-style servers are bought whole, so the count is a multiple of gpus_per_node. A rack-scale system "
-            "(GB200 / GB300 NVL72, catalog `node_sizes`) takes any count: ceil(gpus / 72) racks, the last one "
-            "partial (only its GPUs' NICs are cabled)"),
+            "(GB200 / GB300 NVL72, catalog `node_sizes`) takes any count: ceil(gpus / gpus_per_rack) racks (72 "
+            "unless `gpus_per_rack` says fewer), the last one partial (only its GPUs' NICs are cabled)"),
     _f("cluster.gpus_per_node", "int", "GPUs per node, that is per NVLink domain",
        default_text="the GPU's `default_gpus_per_node`: 8, or 72 for `GB200` / `GB300`",
        more="A rack-scale system (GB200 NVL72, GB300 NVL72) is one 72-GPU node (NVLink domain); GB200 / GB300 "
             "accept only 72 here (the catalog's `node_sizes`), and a job may use part of its last rack"),
+    _f("cluster.gpus_per_rack", "int", "GPUs the job uses in each rack-scale NVLink domain (the rest are spares)",
+       write=IF_SET, unset=None, default_text="all of them (`gpus_per_node`)",
+       more="Rack-scale systems only (GB200 / GB300 NVL72, catalog `node_sizes`; refused on HGX servers), 1 to "
+            "`gpus_per_node`. Jobs often use 64 of an NVL72's 72 GPUs: 8 spares per rack for failover, and 64 "
+            "factors into power-of-two TP / EP / DP layouts. The layout's NVLink domain is then `gpus_per_rack`; "
+            "the job takes ceil(gpus / gpus_per_rack) racks (the last one may be partial), each bought, powered "
+            "and housed whole, spares included; only the used GPUs' NICs are cabled. Written to the canonical "
+            "document only when set (docs/performance-model.md, rack-scale systems)"),
     _f("cluster.nics_per_node", "int", "Compute-fabric NICs per node", default_text="`gpus_per_node`"),
     _f("cluster.nic_gbps", "number", "Line rate per NIC (Gb/s)",
        default_text="the GPU's `default_nic_gbps` (A100 200, Hopper/B200 400, B300 800)"),

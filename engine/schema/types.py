@@ -180,6 +180,7 @@ class ParallelismSpec:
     sequence_parallel: bool | None
     choices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     dp_placement: str | None = None  # a DpPlacement value; None = auto (the framework's default, or both searched)
+    etp: int | None = None  # expert tensor-parallel degree (MoE parallel folding); None = auto (= tp)
 
     def allowed(self, key: str) -> tuple[int, ...] | None:
         """The values a searched degree may take, or None for every value the search would try."""
@@ -215,6 +216,24 @@ class ClusterSpec:
     pod_given: bool = field(default=False, compare=False)
     # NCCL CollNet / SHARP all-reduce in the switches (NCCL_COLLNET_ENABLE=1); needs a switch with SHARP
     in_network_reduction: bool = False
+    # GPUs the job uses in each rack-scale NVLink domain (cluster.gpus_per_rack); None = all gpus_per_node
+    gpus_per_rack: int | None = None
+
+    @property
+    def gpus_used_per_node(self) -> int:
+        """GPUs the job uses in each node (NVLink domain) [GPUs]: ``gpus_per_rack`` when set (64 of an NVL72's 72,
+        the rest spares), else all ``gpus_per_node``. The layout's NVLink domain and the racks the job takes,
+        ceil(gpus / this), follow it; a rack is still bought whole."""
+        return self.gpus_per_rack or self.gpus_per_node
+
+    @property
+    def nics_used_per_node(self) -> int:
+        """Compute NICs cabled in each node [NICs]: those of its used GPUs, ceil(used x nics_per_node /
+        gpus_per_node) (a NIC shared with a spare GPU is still cabled); all ``nics_per_node`` when every GPU is
+        used. NVL72 has one NIC per GPU, so 64 of 72 GPUs cable 64 NICs."""
+        if self.gpus_per_rack is None or self.gpus_per_rack >= self.gpus_per_node:
+            return self.nics_per_node
+        return -(-self.gpus_per_rack * self.nics_per_node // self.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -269,7 +288,7 @@ def _section(spec: Any, section: str) -> dict[str, Any]:
 
 def _parallelism(p: ParallelismSpec) -> Any:
     """``"auto"`` when every degree is searched, else the degrees (a searched one as ``"auto"`` or its list)."""
-    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel, p.dp_placement)):
+    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel, p.dp_placement, p.etp)):
         return AUTO
     par = _section(p, "parallelism")
     for key, values in p.choices:

@@ -21,7 +21,7 @@ from portal.presets import MOE_PRESET_FIELDS
 KEPT_TRAINING = ("micro_batch", "zero", "attention", "dropout", "expert_kernel")
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
 #: a number is derived from the cluster size, which the form may have changed)
-KEPT_PARALLELISM = ("vpp", "sequence_parallel")
+KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement")
 #: the degrees the manual mode shows
 DEGREES = ("tp", "pp", "cp", "ep")
 MOE_FIELDS = MOE_PRESET_FIELDS  # form field -> model.moe key
@@ -90,6 +90,7 @@ def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
         out[name] = value if value else (copy.deepcopy(kept) if kept == "auto" or isinstance(kept, list) else 1)
     if not d.get("moe_experts"):
         out["ep"] = 1  # expert parallelism needs experts
+        out.pop("etp", None)  # and so does expert tensor parallelism
     out.setdefault("vpp", "auto")
     out.setdefault("sequence_parallel", "auto")
     return out
@@ -115,6 +116,8 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
                 cluster.pop(k, None)
         if any(stored.get(k) != shown[k] for k in ("gpus", "gpus_per_node", "topology")):
             cluster.pop("tiers", None)
+        if stored.get("gpus_per_rack") is not None and all(stored.get(k) == shown[k] for k in ("gpu", "gpus_per_node")):
+            cluster["gpus_per_rack"] = stored["gpus_per_rack"]  # set through the API; kept while the racks are the same
         cluster.update(shown)
     routing = d.get("routing") or ""
     if routing != (stored.get("routing") or ""):

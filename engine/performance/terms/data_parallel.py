@@ -9,7 +9,11 @@ window is capped at the step's own compute (m micro-batches of pure compute on t
 communication inside them): traffic cannot hide under more compute than the step has (issue #22 item 3.4).
 Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). With HSDP (training.shard_group) ZeRO
 reduce-scatters and gathers over the shard group and the shards' gradients are all-reduced across the replicas
-once per step (:func:`replica_allreduce`; PyTorch HSDP, torchtitan). docs/performance-model.md s.3a.
+once per step (:func:`replica_allreduce`; PyTorch HSDP, torchtitan). With MoE parallel folding
+(``parallelism.etp`` != t) the routed-expert gradients reduce over their own expert-data-parallel group (edp =
+t c d / (etp e) ranks, strided by etp e) and the rest over d c (:func:`folded_reduction`; Megatron-Core keeps
+separate expert buffers); without folding every parameter is costed over d c as before. docs/performance-model.md
+s.3a.
 """
 
 from __future__ import annotations
@@ -65,12 +69,29 @@ def replica_allreduce(zero: Count, shape: LayoutShape, groups: GroupComm, grad_b
                                         ParallelGroup.REPLICA), 0.0)
 
 
+def folded_reduction(lay: Layouts, groups: GroupComm, params: Count, expert_params: Count,
+                     grad_bytes: Count) -> tuple[Seconds, Seconds]:
+    """(gradient reduction, weight gather) [s] of a folded layout: the non-expert parameters over the d c group as
+    for any layout (ZeRO >= 1: reduce-scatter over the shard group + all-gather; ZeRO-0: all-reduce over d c),
+    then the routed-expert parameters over the EDP group the same way, one after the other on the DP stream."""
+    dense = params - expert_params
+    sharded = lay.zero >= ZERO_SHARDS_OPTIMIZER
+    grad = np.where(sharded, groups.time(CollectiveKind.REDUCE_SCATTER, dense * grad_bytes, ParallelGroup.SHARD)
+                    + groups.time(CollectiveKind.REDUCE_SCATTER, expert_params * grad_bytes, ParallelGroup.EDP),
+                    groups.time(CollectiveKind.ALL_REDUCE, dense * grad_bytes, ParallelGroup.DP)
+                    + groups.time(CollectiveKind.ALL_REDUCE, expert_params * grad_bytes, ParallelGroup.EDP))
+    gather = np.where(sharded, groups.time(CollectiveKind.ALL_GATHER, dense * WEIGHT_BYTES, ParallelGroup.SHARD)
+                      + groups.time(CollectiveKind.ALL_GATHER, expert_params * WEIGHT_BYTES, ParallelGroup.EDP), 0.0)
+    return grad, gather
+
+
 def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, params: Count,
                        forward_s: Seconds, backward_s: Seconds,
-                       step_compute_s: Seconds | None = None) -> DataParallelSync:
+                       step_compute_s: Seconds | None = None, expert_params: Count | None = None) -> DataParallelSync:
     """``forward_s`` / ``backward_s``: the bottleneck stage's forward / backward (+ recompute) per micro-batch
     including half of its exposed per-layer communication each; ``step_compute_s``: the stage's pure compute of
-    the whole step (m micro-batches), the cap of either window (None: uncapped)."""
+    the whole step (m micro-batches), the cap of either window (None: uncapped); ``expert_params``: the stage's
+    routed-expert parameters per GPU (of ``params``), reduced over their own group where the layout folds."""
     zero, dpc, vpp = lay.zero, shape.grad_reduce_ranks, lay.vpp
     shard = ParallelGroup.SHARD
     grad_bytes = np.where(zero >= ZERO_SHARDS_PARAMETERS, BF16_BYTES, FP32_BYTES)
@@ -80,7 +101,16 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     t_grad = np.where(sharded, groups.time(CollectiveKind.REDUCE_SCATTER, params * grad_bytes, shard),
                       groups.time(CollectiveKind.ALL_REDUCE, params * grad_bytes, ParallelGroup.DP))
     t_gather = np.where(sharded, groups.time(CollectiveKind.ALL_GATHER, params * WEIGHT_BYTES, shard), 0.0)
-    replica = replica_allreduce(zero, shape, groups, params * grad_bytes)
+    replicated = params  # HSDP replicas all-reduce these (folded: the experts have their own group)
+    active = dpc > 1  # a layout with gradients to reduce
+    folded = lay.folded
+    if expert_params is not None and np.any(folded):
+        f_grad, f_gather = folded_reduction(lay, groups, params, expert_params, grad_bytes)
+        t_grad, t_gather = np.where(folded, f_grad, t_grad), np.where(folded, f_gather, t_gather)
+        replicated = np.where(folded, params - expert_params, params)
+        # folded, the experts are replicated over edp ranks even at d c = 1 (t 8, etp 1, e 2: edp 4)
+        active = active | (folded & (shape.expert_dp_ranks > 1))
+    replica = replica_allreduce(zero, shape, groups, replicated * grad_bytes)
     bucket = np.minimum(1.0, prof.bucket_params / np.maximum(params, 1.0))
     grad_step = np.where(per_mb_rs, 0.0, t_grad) + replica
     slots = np.where(vpp > 1, (vpp - 1.0) / vpp * np.minimum(lay.pp, shape.microbatch_count), 0.0)
@@ -92,8 +122,8 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     z3 = zero >= ZERO_SHARDS_PARAMETERS
     # ZeRO-3's own traffic is per layer (sharding.py); with HSDP its replicas still all-reduce once per step
     exposed_z3 = np.where(prof.grad_overlap, np.maximum(replica - win_grad, bucket * replica), replica)
-    exposed = np.where(dpc > 1, np.where(z3, exposed_z3, exposed_grad + exposed_gather), 0.0)
-    hidden = np.where(dpc > 1, np.where(z3, replica - exposed_z3,
+    exposed = np.where(active, np.where(z3, exposed_z3, exposed_grad + exposed_gather), 0.0)
+    hidden = np.where(active, np.where(z3, replica - exposed_z3,
                                         (grad_step - exposed_grad) + (t_gather - exposed_gather)), 0.0)
     return DataParallelSync(grad_elem_bytes=grad_bytes, grad_reduction_s=t_grad, replica_allreduce_s=replica,
                             weight_gather_s=t_gather,

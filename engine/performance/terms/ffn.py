@@ -71,23 +71,29 @@ def dense_ffn(ctx: Context, lay: Layouts, shape: LayoutShape) -> DenseFfn:
 
 def moe_ffn(ctx: Context, lay: Layouts, shape: LayoutShape) -> MoeFfn:
     """Routed experts on the busiest EP rank (dropless routing: the most loaded rank sets the pace), on the stack's
-    grouped-GEMM kernel class (``ctx.expert_gemm_eff``), plus shared experts and the router; zeros without MoE."""
-    tp, ep = lay.tp, lay.ep
+    grouped-GEMM kernel class (``ctx.expert_gemm_eff``), plus shared experts and the router; zeros without MoE.
+
+    Routed experts are tensor-parallel over etp ranks (``parallelism.etp``; = t unless MoE parallel folding): an
+    expert GEMM is f_e / etp wide and an expert-TP group processes etp / t of an attention-TP group's routed tokens
+    (``Layouts.expert_fold``), so a local expert sees M e top_k / E x etp / t tokens. Shared experts stay
+    tensor-parallel over t (Megatron-Core's SharedExpertMLP runs on the attention's TP group). The FFN activation
+    elements per token, k f_e top_k / t, are the same either way (etp / t of the tokens, each f_e / etp wide)."""
+    tp, ep, fold = lay.tp, lay.ep, lay.expert_fold
     zeros = np.zeros_like(tp)
     if not ctx.moe:
         return MoeFfn(busiest_rank_factor=np.ones_like(tp), expert_tokens=zeros, routed_s=zeros, shared_s=zeros,
                       router_s=zeros, gemm_s=zeros, elementwise_s=zeros, activation_elems=zeros, permute_elems=zeros)
     h, m_tok = ctx.hidden, shape.microbatch_tokens
-    imb = busiest_rank_factor(ctx.experts, ep, m_tok * ctx.top_k)
-    tok_expert = m_tok * ep * ctx.top_k / ctx.experts * imb
-    routed = ffn_gemm_time(ctx, ctx.expert_ffn, tok_expert, tp, ctx.experts / ep, ctx.expert_gemm_eff)
+    imb = busiest_rank_factor(ctx.experts, ep, m_tok * ctx.top_k * fold)
+    tok_expert = m_tok * ep * ctx.top_k / ctx.experts * fold * imb
+    routed = ffn_gemm_time(ctx, ctx.expert_ffn, tok_expert, lay.expert_tp, ctx.experts / ep, ctx.expert_gemm_eff)
     shared = ffn_gemm_time(ctx, ctx.expert_ffn * ctx.shared_experts, m_tok, tp) if ctx.shared_experts > 0 else zeros
     router = gemm_time(ctx, m_tok, h * np.ones_like(tp), ctx.experts * np.ones_like(tp))
     act = ctx.mats * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts) / tp
     act_busy = ctx.mats * ctx.expert_ffn * (ctx.top_k * imb + ctx.shared_experts) / tp
     perm = MOE_PERMUTE_PASSES * ctx.top_k * imb * h / shape.sequence_shard_ranks
     if ctx.allgather_dispatch:
-        perm = perm + ALLGATHER_BUFFER_PASSES * ep * h
+        perm = perm + ALLGATHER_BUFFER_PASSES * ep * fold * h  # the [S B etp e / t, h] buffer of its etp x e group
     ew = hbm_time(ctx, m_tok * BYTES_ACT * (replicated_elems(ctx, shape) + act_busy + perm))
     return MoeFfn(busiest_rank_factor=imb, expert_tokens=tok_expert, routed_s=routed, shared_s=shared, router_s=router,
                   gemm_s=routed + shared + router, elementwise_s=ew, activation_elems=act, permute_elems=perm)

@@ -3,7 +3,8 @@
 Ranks are ordered TP innermost, then CP, DP, PP (Megatron order, ``parallelism.dp_placement`` "inner"): the TP
 group is contiguous (stride 1), the CP group strides over TP, the DP (x CP) group over TP, the EP group over TP
 inside the DP x CP ranks, the all-gather dispatcher's group is TP x EP contiguous, and pipeline neighbours are
-t c d ranks apart. With DP outermost ("outer": TP, CP, PP, DP; Llama 3, arXiv 2407.21783 s.3.3.2) pipeline
+t c d ranks apart. With MoE parallel folding (``parallelism.etp`` != tp) the expert groups follow Megatron-Core's
+expert order etp-ep-edp over the same t c d ranks: ETP adjacent, EP strided by etp, EDP by etp e. With DP outermost ("outer": TP, CP, PP, DP; Llama 3, arXiv 2407.21783 s.3.3.2) pipeline
 neighbours are t c apart and DP ranks t c p apart, so a DP x CP group is CP blocks strided over the whole job
 (:func:`rank_order`, :func:`~engine.performance.collectives.placement.place_nested`). Terms ask a
 :class:`GroupComm` for the time of a collective over a named group; :class:`FabricGroups` answers with the NCCL
@@ -13,7 +14,7 @@ model (collectives/), a test with a closed form of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Protocol
 
@@ -37,6 +38,8 @@ class ParallelGroup(StrEnum):
     REPLICA = "replica"  # HSDP: the same shard in every shard group (one rank per group)
     EP = "ep"  # expert-parallel traffic: EP ranks (all-to-all), or TP x EP (all-gather dispatcher)
     TP_EP = "tp_ep"  # the all-gather dispatcher's group (MoE with the allgather dispatcher only)
+    ETP = "etp"  # expert tensor parallelism of folded layouts (parallelism.etp != tp); present only with folding
+    EDP = "edp"  # expert data parallelism of folded layouts: routed-expert gradients; present only with folding
 
 
 class GroupComm(Protocol):
@@ -144,6 +147,8 @@ def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
         placements[g.SHARD] = placements[g.REPLICA] = placements[g.DP]  # a replica group of one rank: never used
     if g.TP_EP in ranks:
         strides[g.TP_EP], placements[g.TP_EP] = strides[g.EP], placements[g.EP]
+    if ctx.moe and np.any(lay.folded):
+        _fold_expert_groups(ctx, lay, order, ranks, strides, placements)
     # DP outermost: neighbours closer than a domain share it, but a pipeline spanning several domains still has a
     # boundary between two (adjacent) domains, and the slowest boundary paces the pipeline. (Inner keeps the
     # stride as before: the same holds there when t c d < D, but moving those rows is not this change's to make.)
@@ -151,3 +156,50 @@ def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
     pp_boundary = np.where(outer & (pp < net.domain) & (pp * lay.pp > net.domain), net.domain, pp)
     return FabricGroups(net=net, ranks=ranks, strides=strides, placements=placements,
                         pp_stride=pp_boundary, order=order)
+
+
+def strided_in_stage(n: Count, stride: Count, lay: Layouts, dp_stride: Count) -> tuple[Count, Count, Count, Count]:
+    """(ranks per block, stride in the block, blocks, stride between blocks) of ``n`` ranks ``stride`` apart in a
+    pipeline stage's own rank order (t c d ranks, TP innermost). Inner DP placement: the stage's ranks are
+    contiguous, one run of stride ``stride``. Outer: they are t c contiguous blocks ``dp_stride`` (t c p) apart, so
+    a run of t c / stride ranks per block, the next block dp_stride away; a stride of a block or more takes one
+    rank per block, stride / (t c) blocks apart."""
+    ones = np.ones_like(lay.tp)
+    tc = lay.tp * lay.cp
+    outer = lay.dp_outer
+    in_block = np.where(stride < tc, np.clip(np.floor(tc / stride), 1.0, n), ones)
+    block_stride = np.where(stride < tc, dp_stride, dp_stride * stride / tc)
+    return (np.where(outer, in_block, ones), np.where(outer, stride, ones), np.where(outer, n / in_block, n),
+            np.where(outer, block_stride, stride))
+
+
+def _fold_expert_groups(ctx: Context, lay: Layouts, order: RankOrder, ranks: dict[ParallelGroup, Count],
+                        strides: dict[ParallelGroup, Count], placements: dict[ParallelGroup, Placement]) -> None:
+    """MoE parallel folding (Megatron-Core expert rank order etp-ep-edp-pp over each stage's t c d ranks, arXiv
+    2504.14960): the expert-TP group is etp adjacent ranks, the EP group ep ranks strided by etp (not t), the
+    expert-DP group t c d / (etp e) ranks strided by etp e; the all-gather dispatcher's group is etp x e adjacent
+    ranks. Only the folded layouts' EP entries change; the others keep theirs, bit for bit."""
+    g, net, folded = ParallelGroup, ctx.net, lay.folded
+    etp, dp_stride = lay.expert_tp, order.dp_stride_ranks
+    edp = lay.tp * lay.cp * lay.dp / (etp * lay.ep)
+    shapes = {g.ETP: strided_in_stage(etp, np.ones_like(etp), lay, dp_stride),
+              g.EDP: strided_in_stage(edp, etp * lay.ep, lay, dp_stride)}
+    ranks[g.ETP], ranks[g.EDP] = etp, edp
+    if ctx.allgather_dispatch:  # the dispatcher's own group: etp x e adjacent ranks
+        ep_ranks = etp * lay.ep
+        ep_shape = strided_in_stage(ep_ranks, np.ones_like(etp), lay, dp_stride)
+    else:
+        ep_ranks, ep_shape = lay.ep, strided_in_stage(lay.ep, etp, lay, dp_stride)
+    for key, shape in shapes.items():
+        strides[key], placements[key] = shape[3], place_nested(net, *shape)
+    keys = [g.EP, g.TP_EP] if g.TP_EP in ranks else [g.EP]
+    pl, stride = place_nested(net, *ep_shape), ep_shape[3]
+    for key in keys:
+        ranks[key] = np.where(folded, ep_ranks, ranks[key])
+        strides[key] = np.where(folded, stride, strides[key])
+        placements[key] = _where_placement(folded, pl, placements[key])
+
+
+def _where_placement(cond: BoolArr, a: Placement, b: Placement) -> Placement:
+    """``a`` where ``cond``, else ``b``, field by field."""
+    return Placement(**{f.name: np.where(cond, getattr(a, f.name), getattr(b, f.name)) for f in fields(Placement)})

@@ -8,7 +8,8 @@ Sharded part: Q and the attention output 2 x 2qd, K and V 4gd, the FFN 4f (GeLU)
 Engine): the GEMMs keep their fp8-cast inputs for the weight gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out
 input 1 B (-f); the attention output stays bf16 and the output projection keeps its own fp8 copy (+qd). MoE: the
 FFN part per active expert, plus each routed copy of the token (the experts' input in the dispatch precision and
-their output kept for the combine's backward, bf16), full width on every TP rank.
+their output kept for the combine's backward, bf16), full width on every expert-TP rank (etp / t of them per
+token with MoE parallel folding).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
-    # dispatched copies as the dispatch sends them (expert_parallel.dispatch_elem_bytes)
-    routed_copies = f * (dispatch_elem_bytes(ctx) + BYTES_ACT) * ctx.top_k * h
+    # dispatched copies as the dispatch sends them (expert_parallel.dispatch_elem_bytes); an expert-TP group of
+    # etp ranks holds etp / t of its attention-TP group's routed copies (Layouts.expert_fold; 1 without folding)
+    routed_copies = f * (dispatch_elem_bytes(ctx) + BYTES_ACT) * ctx.top_k * h * lay.expert_fold
     shard = ((ACT_Q_AND_OUTPUT_PER_QD + (FP8_OUTPUT_PROJ_COPY_PER_QD if fp8 else 0.0)) * qd + ACT_KV_PER_GD * kvd
              + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
     stored = rep / sp_div + shard / tp + routed_copies
@@ -162,7 +164,7 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     pp, m_tok = lay.pp, shape.microbatch_tokens
     act = layer_activations(ctx, lay, shape)
     states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.zero_shard_ranks)
-              + state_bytes(lay, prof, params.expert_params, np.minimum(shape.expert_dp_ranks, shape.zero_shard_ranks)))
+              + state_bytes(lay, prof, params.expert_params, shape.expert_shard_ranks))
     buffers = zero3_buffer_bytes(lay, params.layer_params)
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from engine.performance import hardware as hw
 from engine.performance.context import ZERO_SHARDS_OPTIMIZER, Context, Layouts
 from engine.performance.terms.kernels import hbm_time
@@ -25,6 +23,5 @@ class OptimizerStep:
 def optimizer_step(ctx: Context, lay: Layouts, shape: LayoutShape, params: GpuParams) -> OptimizerStep:
     dense = params.total_params - params.expert_params
     local = (dense / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, shape.zero_shard_ranks)
-             + params.expert_params / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER,
-                                                  np.minimum(shape.expert_dp_ranks, shape.zero_shard_ranks)))
+             + params.expert_params / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, shape.expert_shard_ranks))
     return OptimizerStep(local_params=local, time_s=hbm_time(ctx, local * hw.OPTIMIZER_BYTES_PER_PARAM))

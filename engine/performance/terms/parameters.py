@@ -34,7 +34,7 @@ class GpuParams:
     layer_params: Count  # one layer, averaged over dense and MoE layers (what ZeRO-3 gathers per layer)
     vocab_params: Count  # embedding (and output layer without PP)
     total_params: Count  # the stage's layers + vocabulary
-    expert_params: Count  # of total: routed-expert weights (replicated over d c / e ranks only)
+    expert_params: Count  # of total: routed-expert weights (replicated over the edp expert-data-parallel ranks only)
 
 
 def params_per_layer(ctx: Context) -> LayerParams:
@@ -45,14 +45,20 @@ def params_per_layer(ctx: Context) -> LayerParams:
 
 
 def gpu_params(ctx: Context, lay: Layouts, shape: LayoutShape) -> GpuParams:
-    """Routed experts split e ways (E/e local experts), everything else t ways; the router is replicated."""
-    tp, ep, f = lay.tp, lay.ep, shape.moe_layer_fraction
+    """Routed experts split e ways (E/e local experts) and each etp ways (expert tensor parallelism: t unless MoE
+    parallel folding, ``parallelism.etp``), everything else t ways (shared experts included); the router is
+    replicated."""
+    tp, ep, etp, f = lay.tp, lay.ep, lay.expert_tp, shape.moe_layer_fraction
     p = params_per_layer(ctx)
     h = ctx.hidden
     moe_p_gpu = (ctx.experts / ep + ctx.shared_experts) * p.expert_params / tp + h * ctx.experts
+    if np.any(lay.folded):  # routed experts over etp, shared experts over t
+        folded = (ctx.experts / ep * p.expert_params / etp + ctx.shared_experts * p.expert_params / tp
+                  + h * ctx.experts)
+        moe_p_gpu = np.where(lay.folded, folded, moe_p_gpu)
     layer_p_gpu = p.attention_params / tp + (1.0 - f) * p.dense_ffn_params / tp + f * moe_p_gpu
     vocab = ctx.vocab * h / tp * np.where(lay.pp > 1, VOCAB_MATRICES_PIPELINED, VOCAB_MATRICES_ONE_STAGE)
-    experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / tp
+    experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / etp
     total = shape.stage_layers * layer_p_gpu + vocab
     return GpuParams(layer_params=layer_p_gpu, vocab_params=vocab, total_params=total,
                      expert_params=experts)

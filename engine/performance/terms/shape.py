@@ -23,7 +23,8 @@ class LayoutShape:
     grad_reduce_ranks: Count  # d c: the ranks gradients are reduced over
     zero_shard_ranks: Count  # g: the ranks ZeRO shards the model states over (HSDP: training.shard_group; else d c)
     replica_ranks: Count  # d c / g: the shard groups that replicate them (1 without HSDP)
-    expert_dp_ranks: Count  # max(d c / e, 1): the ranks a routed expert's weights are replicated over
+    expert_dp_ranks: Count  # max(d c / e, 1) (folded: t c d / (etp e)): the ranks a routed expert is replicated over
+    expert_shard_ranks: Count  # the ranks ZeRO shards routed-expert states over: min(expert_dp_ranks, g)
     moe_layers: float  # layers with a routed-expert FFN
     moe_layer_fraction: float  # of all layers
     stage_layers: Count  # layers on the bottleneck pipeline rank: ceil(L / (p v)) v
@@ -33,6 +34,7 @@ def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
     n_moe = ctx.layers - ctx.dense_layers if ctx.moe else 0.0
     dpc = lay.dp * lay.cp
     shard = hsdp_shard_ranks(ctx, lay)
+    edp = expert_dp_ranks(lay)
     return LayoutShape(
         microbatch_tokens=lay.mb * ctx.seq / lay.cp,
         microbatch_count=ctx.global_batch / (lay.dp * lay.mb),
@@ -41,11 +43,32 @@ def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
         grad_reduce_ranks=dpc,
         zero_shard_ranks=shard,
         replica_ranks=dpc / shard,
-        expert_dp_ranks=np.maximum(dpc / lay.ep, 1.0),
+        expert_dp_ranks=edp,
+        expert_shard_ranks=expert_shard_ranks(lay, edp, dpc, shard),
         moe_layers=n_moe,
         moe_layer_fraction=n_moe / ctx.layers,
         stage_layers=np.ceil(ctx.layers / (lay.pp * lay.vpp)) * lay.vpp,
     )
+
+
+def expert_dp_ranks(lay: Layouts) -> Count:
+    """Ranks one routed expert's weights are replicated over (the expert-data-parallel group, edp) [ranks]: d c / e
+    (EP drawn from the d c ranks); with MoE parallel folding (Megatron-Core expert grid etp x ep x edp x pp over the
+    attention's t c d ranks of a stage, arXiv 2504.14960) t c d / (etp e)."""
+    unfolded = np.maximum(lay.dp * lay.cp / lay.ep, 1.0)
+    if not np.any(lay.folded):
+        return unfolded
+    return np.where(lay.folded, np.maximum(lay.tp * lay.cp * lay.dp / (lay.expert_tp * lay.ep), 1.0), unfolded)
+
+
+def expert_shard_ranks(lay: Layouts, edp: Count, dpc: Count, shard: Count) -> Count:
+    """Ranks ZeRO shards the routed-expert states over [ranks]: the expert-data-parallel group, capped by the
+    shard group (HSDP). Folded, the expert-DP group can exceed d c (dp 1, t 8, etp 1, ep 2: edp 4), and the
+    distributed optimizer shards the experts over all of it unless HSDP caps the shard group below d c."""
+    unfolded = np.minimum(edp, shard)
+    if not np.any(lay.folded):
+        return unfolded
+    return np.where(lay.folded, np.where(shard < dpc, np.minimum(edp, shard), edp), unfolded)
 
 
 def hsdp_shard_ranks(ctx: Context, lay: Layouts) -> Count:

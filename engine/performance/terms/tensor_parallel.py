@@ -9,6 +9,12 @@ copy of the token (top_k) plus the shared experts' input; those are the token di
 Transformer Engine linear layers, so TP overlap cannot hide them. All-gather dispatcher (Megatron-Core
 MoEAllGatherTokenDispatcher): one AG + RS pair (an all-reduce's cost) of the [S B e, h] hidden states over the
 t e contiguous ranks per direction, never overlapped; counted here when e = 1 and as expert traffic otherwise.
+
+MoE parallel folding (``parallelism.etp`` != t, Megatron-Core --expert-tensor-parallel-size): the routed copies'
+pair runs over the etp expert-TP group (etp / t of the attention TP group's tokens: :func:`folded_expert_pair`),
+none at etp = 1; the shared experts are then ordinary sequence-parallel TP layers over t, their pair hideable
+like any Transformer Engine linear (as with the all-gather dispatcher). The all-gather dispatcher gathers over
+its etp x e group (etp / t of the t x e group's tokens).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from engine.performance.datatypes import BYTES_ACT
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.groups import GroupComm, ParallelGroup
 from engine.performance.terms.shape import LayoutShape
-from engine.units import Count, Seconds
+from engine.units import Bytes, Count, Seconds
 
 TP_COLLECTIVES_PER_LAYER = 4.0  # 2 forward, 2 backward
 TP_COLLECTIVES_FULL_RECOMPUTE = 2.0  # the recomputed forward's two
@@ -53,13 +59,17 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
     t_attn = groups.time(CollectiveKind.ALL_REDUCE, act_bytes, ParallelGroup.TP)
     shared, dispatch = zeros, zeros
     if ctx.moe and ctx.allgather_dispatch:
-        dispatch = groups.time(CollectiveKind.ALL_REDUCE, act_bytes * lay.ep, ParallelGroup.TP_EP)
+        dispatch = groups.time(CollectiveKind.ALL_REDUCE, act_bytes * lay.ep * lay.expert_fold, ParallelGroup.TP_EP)
         ffn = np.where(lay.ep > 1, 0.0, dispatch)
         if ctx.shared_experts > 0:
             shared = t_attn
     elif ctx.moe:
         copies = ctx.top_k + min(ctx.shared_experts, SHARED_EXPERT_COPIES)
         ffn = groups.time(CollectiveKind.ALL_REDUCE, act_bytes * copies, ParallelGroup.TP)
+        if np.any(lay.folded):
+            ffn = np.where(lay.folded, folded_expert_pair(ctx, lay, act_bytes, groups), ffn)
+            if ctx.shared_experts > 0:
+                shared = np.where(lay.folded, t_attn, shared)
     else:
         ffn = t_attn
     n_tp = TP_COLLECTIVES_PER_LAYER + np.where(lay.recompute >= RECOMPUTE_FULL, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
@@ -68,3 +78,12 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
     exposed = hideable * (1.0 - prof.tp_overlap) + per_side * f * ffn
     return TensorParallelComm(collectives_count=n_tp, attention_pair_s=t_attn, ffn_pair_s=ffn, shared_pair_s=shared,
                               dispatch_pair_s=dispatch, hideable_s=hideable, exposed_s=exposed)
+
+
+def folded_expert_pair(ctx: Context, lay: Layouts, act_bytes: Bytes, groups: GroupComm) -> Seconds:
+    """One FFN-side pair of a folded MoE layer [s]: the token dispatcher's all-gather of the routed copies over the
+    etp expert-TP group before the column-parallel expert GEMM and the reduce-scatter after the row-parallel one
+    (an all-reduce's cost), of the top_k routed copies of etp / t of the attention TP group's M tokens; zero at
+    etp = 1 (each rank's experts take its own sequence shard whole)."""
+    nbytes = act_bytes * ctx.top_k * lay.expert_fold
+    return np.where(lay.expert_tp > 1, groups.time(CollectiveKind.ALL_REDUCE, nbytes, ParallelGroup.ETP), 0.0)

@@ -99,15 +99,19 @@ def test_2016_gb300_is_flagged_with_the_nearest_sizes_and_their_mfu() -> None:
     assert set(by_size) == {(1152, 2048), (1792, 2048), (2048, 2048), (2304, 2048), (2016, 2016), (2016, 2079)}
     assert (by_size[(1792, 2048)].nodes, by_size[(1792, 2048)].per_node) == (28, 64)
     assert (by_size[(2304, 2048)].nodes, by_size[(2304, 2048)].per_node) == (32, 72)
-    # each option is the engine's own prediction at that size, and every one of them beats the awkward size
+    # each option is the engine's own prediction at that size (a 64-of-72 size as the document runs it with
+    # cluster.gpus_per_rack = 64: NVLink domains of 64), and every one of them beats the awkward size
     for (gpus, batch), option in by_size.items():
-        assert option.mfu == pytest.approx(predict(doc(gpus, batch=batch)).mfu)
+        sized = doc(gpus, batch=batch)
+        if option.per_node < 72:
+            sized["cluster"]["gpus_per_rack"] = option.per_node
+        assert option.mfu == pytest.approx(predict(sized).mfu)
         assert option.mfu is not None and awkward.mfu is not None and option.mfu > awkward.mfu
     text = advice.message()
     assert "2,016 GPUs (2⁵ × 3² × 7)" in text and "global batch of 2,048" in text
     assert "at least 63 pipeline stages for 80 layers (2 on the busiest stage, 1.27 on average" in text
     assert f"predicted MFU {awkward.mfu * 100:.1f}%" in text
-    assert "1,792 GPUs, 64 of 72 in each of 28 racks, 224 spares" in text
+    assert "1,792 GPUs, 64 of 72 in each of 28 racks, 224 spares (set cluster.gpus_per_rack = 64)" in text
     assert "2,304 GPUs (32 whole racks)" in text and "global batch 2,016 on the same GPUs" in text
 
 
