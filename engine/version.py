@@ -37,6 +37,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # GPUs used per NVL72 rack (cluster.gpus_per_rack: 64 of 72, spares priced), the "64 of 72" sizing advice
     # predicted with it; validation rows unchanged
     "2.3.0": "f234227f4a2bbe2f3295fd269e45f0d31fc9c240d519bfc36cd9e4240fd54efe",
+    # 2.4.0: validation rows audited against their sources: LLM Foundry MPT-13B H100 carries its table's settings
+    # (batch 16, micro-batch 2, no checkpointing), MPT-3B has 20 heads, LLaMA 65B selective recomputation and
+    # sequence parallelism, the two NeMo fp8 rows cite the 24.07 table their figures come from; error bands refit
+    "2.4.0": "fed24746d0126f0ddfb008d4d64a8d846d8b9ecb8aaf348028f374c2cd8f9553",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

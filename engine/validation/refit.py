@@ -13,7 +13,7 @@ residual is driven to 0 by secant steps on log(value) (at most :data:`MAX_STEPS`
 :data:`TOLERANCE`), the value kept inside its physical bounds.
 
 Fallbacks with no calibration row left (every source of the constant held out):
-* Hopper fp8 (one source, NeMo 24.12): the refit bf16 efficiency times the ratio of the two formats' best
+* Hopper fp8 (one source, NeMo 24.07): the refit bf16 efficiency times the ratio of the two formats' best
   measured GEMM fractions of peak on H100 (components/gemm.json gemm-0019 fp8 1,402.6 / 1,979 against
   gemm-0004 bf16 794.5 / 989: 0.709 / 0.803 = 0.88) — a component measurement, not a row.
 * Otherwise the constant keeps its value (said in docs/validation.md).

@@ -45,9 +45,9 @@ class RowDerivedConstant:
 
 
 _FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md"
-_NEMO_2412 = "NVIDIA NeMo Framework 24.12 performance summary"
+_NEMO_2407 = "NVIDIA NeMo Framework 24.07 performance summary"
 _REFERENCE_TP_SOURCES = ("arXiv 2104.04473", "arXiv 2205.05198", "arXiv 2407.21783",
-                         "NVIDIA NeMo Framework 24.12 performance summary")
+                         "NVIDIA NeMo Framework 24.07 performance summary")
 
 ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
     RowDerivedConstant(
@@ -75,10 +75,10 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         name='FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"]',
         where="engine/performance/hardware.py",
         value="0.50",
-        grounded_on="calibrated with the two NeMo 24.12 fp8 rows of the reference set (GPT-3 175B on 128 "
+        grounded_on="calibrated with the two NeMo 24.07 fp8 rows of the reference set (GPT-3 175B on 128 "
                     "H100, Llama 3 70B on 64 H100)",
-        sources=("NVIDIA NeMo Framework 24.12 performance summary",),
-        refit=gemm_eff_refit("hopper", "gemm_eff_fp8", "fp8", (_NEMO_2412,), followers=("blackwell",)),
+        sources=("NVIDIA NeMo Framework 24.07 performance summary",),
+        refit=gemm_eff_refit("hopper", "gemm_eff_fp8", "fp8", (_NEMO_2407,), followers=("blackwell",)),
         current=family_constant("hopper", "gemm_eff_fp8"),
     ),
     RowDerivedConstant(
@@ -88,7 +88,7 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         grounded_on="Hopper's row-calibrated values carried over; kept after checking the Blackwell rows "
                     "for a common-sign bias (a decision taken on rows, no value fitted)",
         sources=("arXiv 2407.21783", "mosaicml/llm-foundry scripts/train/benchmarking/README.md",
-                 "NVIDIA NeMo Framework 24.12 performance summary"),
+                 "NVIDIA NeMo Framework 24.07 performance summary"),
         refit=noop_refit,  # follows the Hopper refits above (their followers)
     ),
     RowDerivedConstant(

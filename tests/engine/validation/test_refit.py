@@ -15,7 +15,7 @@ from engine.validation.runs import RUN_SETS, load_runs, source_key
 
 LLAMA3 = "arXiv 2407.21783"
 FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md"
-NEMO = "NVIDIA NeMo Framework 24.12 performance summary"
+NEMO = "NVIDIA NeMo Framework 24.07 performance summary"
 
 
 def _all_runs() -> list[dict]:
