@@ -89,6 +89,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     pp = int_input("parallelism.pp", required=False, label="Pipeline parallel (PP)")
     cp = int_input("parallelism.cp", required=False, label="Context parallel (CP)")
     ep = int_input("parallelism.ep", required=False, label="Expert parallel (EP)")
+    etp = int_input("parallelism.etp", required=False, label="Expert TP (folding)",
+                    help_text="MoE parallel folding: the experts' TP degree. Empty = TP")
 
     # cluster
     fleet = forms.ChoiceField(required=False, label="Cluster",
@@ -98,6 +100,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     gpus_per_node = int_input("cluster.gpus_per_node", initial=8, label="GPUs per server")
     nics_per_node = int_input("cluster.nics_per_node", required=False, label="Scale-out NICs per server",
                               help_text="Empty = one per GPU")
+    gpus_per_rack = int_input("cluster.gpus_per_rack", required=False, label="GPUs used per rack",
+                              help_text="NVL72 racks: e.g. 64 of 72, the spares bought with the rack. Empty = all")
     nic_gbps = forms.TypedChoiceField(choices=LINK_SPEEDS, coerce=int, initial=400, label="Link speed",
                                       widget=forms.RadioSelect)
     fabric = forms.ChoiceField(choices=FABRIC_CHOICES, initial=field("cluster.fabric").default,
@@ -154,10 +158,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "training.moe_dispatcher": "moe_dispatcher", "training.expert_kernel": "moe_dispatcher",
         "training.micro_batch": "global_batch", "training.zero": "par_mode",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
-        "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.vpp": "par_mode",
+        "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "par_mode",
         "parallelism.sequence_parallel": "par_mode",
         "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
-        "cluster.nics_per_node": "nics_per_node", "cluster.routing": "routing",
+        "cluster.nics_per_node": "nics_per_node", "cluster.gpus_per_rack": "gpus_per_rack", "cluster.routing": "routing",
         "cluster.qps_per_connection": "routing", "cluster.switch": "fabric", "cluster.nic": "nic_gbps",
         "cluster.in_network_reduction": "fabric",
         "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.topology": "topology",

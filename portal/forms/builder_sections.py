@@ -88,6 +88,10 @@ def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
         value, kept = d.get(name), stored.get(name)
         # empty: the stored search ("auto", or a list of allowed values) stays; else 1
         out[name] = value if value else (copy.deepcopy(kept) if kept == "auto" or isinstance(kept, list) else 1)
+    if "etp" in d:  # the form's input (its initial value is the stored one): empty = none
+        out.pop("etp", None)
+        if d["etp"]:
+            out["etp"] = d["etp"]
     if not d.get("moe_experts"):
         out["ep"] = 1  # expert parallelism needs experts
         out.pop("etp", None)  # and so does expert tensor parallelism
@@ -116,8 +120,11 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
                 cluster.pop(k, None)
         if any(stored.get(k) != shown[k] for k in ("gpus", "gpus_per_node", "topology")):
             cluster.pop("tiers", None)
-        if stored.get("gpus_per_rack") is not None and all(stored.get(k) == shown[k] for k in ("gpu", "gpus_per_node")):
-            cluster["gpus_per_rack"] = stored["gpus_per_rack"]  # set through the API; kept while the racks are the same
+        if d.get("gpus_per_rack"):  # the form's input (its initial value is the stored one)
+            cluster["gpus_per_rack"] = d["gpus_per_rack"]
+        elif ("gpus_per_rack" not in d and stored.get("gpus_per_rack") is not None
+              and all(stored.get(k) == shown[k] for k in ("gpu", "gpus_per_node"))):
+            cluster["gpus_per_rack"] = stored["gpus_per_rack"]  # no input given: kept while the racks are the same
         cluster.update(shown)
     routing = d.get("routing") or ""
     if routing != (stored.get("routing") or ""):
@@ -146,9 +153,11 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
     nics, gpn = c.get("nics_per_node"), c.get("gpus_per_node", 8)
     if isinstance(nics, int) and nics != gpn:
         out["nics_per_node"] = nics
+    if isinstance(c.get("gpus_per_rack"), int):
+        out["gpus_per_rack"] = c["gpus_per_rack"]
     if isinstance(p, Mapping) and p:
         out["par_mode"] = "manual"
-        for name in DEGREES:
+        for name in (*DEGREES, "etp"):
             if isinstance(p.get(name), int):
                 out[name] = p[name]
     else:
