@@ -7,7 +7,8 @@
 
 Ranks fill the job's nodes in node order (the scheduler's host list is sorted), GPUs in local order. The rank
 layout follows the performance model: TP innermost, then CP, DP, PP; expert-parallel groups are ``ep``
-consecutive ranks of the combined (DP, CP) index, as in Megatron-Core.
+consecutive ranks of the combined (DP, CP) index, as in Megatron-Core, or with MoE parallel folding
+(``parallelism.etp``) ``ep`` ranks strided by etp inside a stage's TP x CP x DP ranks.
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ GROUPS = ("all", "tp", "cp", "dp", "pp", "ep")
 
 @dataclass(frozen=True)
 class Layout:
-    """Parallel degrees of the simulated job (their product is the rank count; ``ep`` divides ``dp*cp``)."""
+    """Parallel degrees of the simulated job (their product is the rank count; ``ep`` divides ``dp*cp``, or with MoE
+    parallel folding ``etp*ep`` divides ``tp*cp*dp``)."""
 
     tp: int
     cp: int
     dp: int
     pp: int
     ep: int
+    etp: int | None = None  # expert tensor-parallel degree (parallelism.etp); None = tp (no folding)
+
+    @property
+    def folded(self) -> bool:
+        return self.etp is not None and self.etp != self.tp
 
     @property
     def ranks(self) -> int:
@@ -50,6 +57,12 @@ class Layout:
             return np.moveaxis(r, 1, 3).reshape(-1, self.dp)
         if name == "pp":
             return np.moveaxis(r, 0, 3).reshape(-1, self.pp)
+        if name == "ep" and self.folded:
+            # Megatron-Core's expert grid over a stage's t c d ranks: etp innermost, then ep, then edp, so an EP
+            # group is ep ranks strided by etp (engine.performance.terms.groups, MoE parallel folding)
+            etp = int(self.etp or self.tp)
+            x = r.reshape(self.pp, -1, self.ep, etp)
+            return np.moveaxis(x, 2, 3).reshape(-1, self.ep)
         if name == "ep":
             x = r.transpose(0, 3, 1, 2).reshape(self.pp, self.tp, self.dp * self.cp)
             return x.reshape(-1, self.ep)

@@ -88,14 +88,15 @@ def _layout(s: ScenarioSpec, ranks: int, net: Network, needs_layout: bool) -> tu
     """The job's degrees from the scenario's parallelism; (layout, taken from the scenario)."""
     p = s.parallelism
     tp, cp, pp, ep = p.tp or min(net.gpus_per_node, ranks), p.cp or 1, p.pp or 1, p.ep or 1
-    fits = ranks % (tp * cp * pp) == 0 and ((ranks // (tp * cp * pp)) * cp) % ep == 0
-    if fits:
-        return Layout(tp, cp, ranks // (tp * cp * pp), pp, ep), True
+    etp = p.etp if p.etp is not None and p.etp != tp else None  # MoE parallel folding
+    dp = ranks // (tp * cp * pp)
+    experts_fit = (tp * cp * dp) % (etp * ep) == 0 if etp is not None else (dp * cp) % ep == 0
+    if ranks % (tp * cp * pp) == 0 and experts_fit:
+        return Layout(tp, cp, dp, pp, ep, etp), True
     if needs_layout:
-        folded = " (the flow simulator places expert parallelism inside dp*cp; MoE parallel folding, " \
-                 "parallelism.etp, is not simulated)" if p.etp is not None and p.etp != tp else ""
+        rule = "etp*ep divide tp*cp*dp" if etp is not None else "ep divide dp*cp"
         raise ScenarioError("ranks", f"{ranks} ranks do not fit the scenario's layout tp={tp} cp={cp} pp={pp} "
-                                     f"ep={ep} (tp*cp*pp must divide ranks and ep divide dp*cp){folded}")
+                                     f"ep={ep} (tp*cp*pp must divide ranks and {rule})")
     return Layout(1, 1, ranks, 1, 1), False
 
 
@@ -412,7 +413,7 @@ def simulate(scenario: Mapping[str, Any] | ScenarioSpec, traffic: str | Sequence
             "background": background, "seeds": seeds, "seed": seed, "channels": channels,
             "rail_aligned": rail_aligned,
             "layout": {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp, "ep": layout.ep,
-                       "from_scenario": from_scenario},
+                       **({"etp": layout.etp} if layout.folded else {}), "from_scenario": from_scenario},
             "fabric": net.summary(),
         },
         "engine": {"name": "flowsim", "version": FLOWSIM_VERSION},

@@ -298,3 +298,29 @@ def test_a_time_budget_stops_a_long_simulation_between_seeds() -> None:
         simulate(doc(16384), "ring-allreduce", routing="ecmp", qps=8, seeds=1000,
                  progress=lambda d, t: done.append(d))
     assert len(done) < 1000  # stopped long before the 1,000th seed
+
+
+def test_folded_expert_groups_are_strided_by_etp() -> None:
+    """MoE parallel folding: a stage's tp*cp*dp ranks form the expert grid etp (innermost) x ep x edp, so with
+    tp 4, etp 1, ep 8 on 16 ranks an EP group is 8 consecutive ranks (stride etp = 1), crossing the TP groups that
+    unfolded expert parallelism (stride tp) never joins; with etp = tp the groups are the unfolded ones."""
+    folded = Layout(tp=4, cp=1, dp=4, pp=1, ep=8, etp=1)
+    assert folded.groups("ep").tolist() == [list(range(8)), list(range(8, 16))]
+    two = Layout(tp=4, cp=1, dp=4, pp=1, ep=4, etp=2)
+    assert two.groups("ep")[0].tolist() == [0, 2, 4, 6]  # stride etp = 2
+    plain = Layout(tp=4, cp=1, dp=4, pp=1, ep=4)
+    same = Layout(tp=4, cp=1, dp=4, pp=1, ep=4, etp=4)
+    assert same.groups("ep").tolist() == plain.groups("ep").tolist()
+    assert plain.groups("ep")[0].tolist() == [0, 4, 8, 12]
+
+
+def test_a_folded_moe_scenario_simulates_its_expert_traffic() -> None:
+    """A layout only folding makes possible (ep 16 does not divide dp*cp = 8) runs its EP all-to-all over the
+    folded groups: 16 ranks spanning 2 nodes, so it reaches the NICs."""
+    moe = {**LLAMA_7B, "moe": {"experts": 64, "top_k": 8, "expert_ffn_hidden": 1408}}
+    scenario = {**doc(64, {"tp": 8, "pp": 1, "cp": 1, "ep": 16, "etp": 1}), "model": moe}
+    out = simulate(scenario, "all-to-all:ep", seeds=2)
+    assert out["inputs"]["layout"]["etp"] == 1 and out["inputs"]["layout"]["from_scenario"]
+    assert out["efficiency"]["p50"] > 0
+    with pytest.raises(ScenarioError, match="etp\\*ep divide tp\\*cp\\*dp"):
+        simulate(scenario, "all-to-all:ep", ranks=24, seeds=1)  # 24 ranks: tp*cp*dp = 24, not a multiple of 16
