@@ -41,6 +41,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # (batch 16, micro-batch 2, no checkpointing), MPT-3B has 20 heads, LLaMA 65B selective recomputation and
     # sequence parallelism, the two NeMo fp8 rows cite the 24.07 table their figures come from; error bands refit
     "2.4.0": "fed24746d0126f0ddfb008d4d64a8d846d8b9ecb8aaf348028f374c2cd8f9553",
+    # 2.5.0: the flow simulator places MoE parallel folding (EP groups strided by etp); unfolded layouts unchanged
+    "2.5.0": "254969584c54f07ca17ba5083057295436ce86a1cef3c3e292f71617b66bc67d",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 
