@@ -43,6 +43,10 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.4.0": "fed24746d0126f0ddfb008d4d64a8d846d8b9ecb8aaf348028f374c2cd8f9553",
     # 2.5.0: the flow simulator places MoE parallel folding (EP groups strided by etp); unfolded layouts unchanged
     "2.5.0": "254969584c54f07ca17ba5083057295436ce86a1cef3c3e292f71617b66bc67d",
+    # 2.6.0: FFN activation cache in fp8 (training.activation_cache) and bf16 Adam moments (training.optimizer_moments);
+    # the DeepSeek-V3 row carries both and the SwiGLU-output recomputation as its paper states (81.1 of 80.2 GB:
+    # memory_uncertain, was 93.1 GB)
+    "2.6.0": "2fa43234721bbabb94b4800c72af3363b7fda8f88701a5e837ca42bed15fcf5d",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -52,6 +52,7 @@ from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.fabric.topology import build_topology
 from engine.schema.bounds import check_int, check_release
 from engine.schema.calibration import check_calibration_section
+from engine.schema.enums import ActivationCache, Precision
 from engine.schema.fields import AUTO, field, keys, required
 from engine.schema.types import (
     ClusterSpec,
@@ -164,7 +165,18 @@ def parse_training(doc: Any) -> TrainingSpec:
         moe_dispatcher=read_choice(d, "moe_dispatcher", path),
         shard_group=read_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
         recompute_modules=read_choice_set(d, "recompute_modules", path),
+        activation_cache=_activation_cache(d, path, str(read_choice(d, "precision", path))),
+        optimizer_moments=read_choice(d, "optimizer_moments", path),
     )
+
+
+def _activation_cache(d: Mapping[str, Any], path: str, precision: str) -> str | None:
+    """training.activation_cache; fp8 needs a quantised precision (its quantisation kernels and scales are fp8
+    training's)."""
+    value = read_choice(d, "activation_cache", path)
+    if value == ActivationCache.FP8 and precision == Precision.BF16:
+        raise ScenarioError(f"{path}.activation_cache", "fp8 needs training.precision fp8, mxfp8 or nvfp4, got bf16")
+    return value
 
 
 def parse_parallelism(doc: Any) -> ParallelismSpec:

@@ -61,8 +61,8 @@ class Layout:
             # Megatron-Core's expert grid over a stage's t c d ranks: etp innermost, then ep, then edp, so an EP
             # group is ep ranks strided by etp (engine.performance.terms.groups, MoE parallel folding)
             etp = int(self.etp or self.tp)
-            x = r.reshape(self.pp, -1, self.ep, etp)
-            return np.moveaxis(x, 2, 3).reshape(-1, self.ep)
+            grid = r.reshape(self.pp, -1, self.ep, etp)
+            return np.moveaxis(grid, 2, 3).reshape(-1, self.ep)
         if name == "ep":
             x = r.transpose(0, 3, 1, 2).reshape(self.pp, self.tp, self.dp * self.cp)
             return x.reshape(-1, self.ep)

@@ -18,15 +18,22 @@ from engine.fabric.pinned_study import routing_source
 from engine.fabric.routing import DCQCN_HEADROOM_EFF, ROCE_FRAMING_EFF
 from engine.performance import hardware as hw
 from engine.performance.collectives.placement import Net
-from engine.performance.datatypes import BF16_BYTES, FP8_BYTES
+from engine.performance.datatypes import (
+    ADAM_STATE_BYTES,
+    ADAM_STATE_BYTES_BF16_MOMENTS,
+    BF16_BYTES,
+    FP8_BYTES,
+)
 from engine.performance.frameworks import NCCL_ALL_ALGORITHMS, NCCL_NVLS, moe_dispatcher, nccl_algorithms
 from engine.performance.hardware import GpuSpec
 from engine.schema.enums import (
     DEFAULT_QPS,
     DEFAULT_RECOMPUTE_MODULES,
+    ActivationCache,
     DpPlacement,
     Framework,
     MoeDispatcher,
+    OptimizerMoments,
     Precision,
     Recompute,
 )
@@ -122,6 +129,11 @@ class Context:
     shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
     # training.recompute_modules: what selective recomputation regenerates (RecomputeModule values)
     recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
+    # training.activation_cache "fp8": the FFN-in GEMM outputs kept for the backward in tile-scaled fp8
+    fp8_ffn_cache: bool = False
+    # training.optimizer_moments: Adam state bytes per parameter and HBM bytes per parameter per optimizer step
+    adam_state_bytes: float = ADAM_STATE_BYTES
+    optimizer_bytes_per_param: float = hw.OPTIMIZER_BYTES_PER_PARAM
 
     @property
     def attn_keys(self) -> float:
@@ -175,6 +187,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
     nic_bw = c.nic_gbps * GIGA / BITS_PER_BYTE * c.nics_per_node / c.gpus_per_node * hw.NIC_PROTOCOL_EFF
     net = _fabric_numbers(s)
     qps = float(getattr(c, "qps_per_connection", 0) or 0.0)
+    bf16_moments = getattr(t, "optimizer_moments", None) == OptimizerMoments.BF16
     source = routing_source(s.extras.get("fabric_study"), routing=c.routing,
                             qps=qps or DEFAULT_QPS.get(c.routing, 1.0), fabric=c.fabric)
     return Context(
@@ -215,6 +228,10 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         framework_release=getattr(t, "framework_release", None),
         shard_group=float(getattr(t, "shard_group", None) or 0.0),
         recompute_modules=frozenset(getattr(t, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES),
+        fp8_ffn_cache=getattr(t, "activation_cache", None) == ActivationCache.FP8,
+        adam_state_bytes=(ADAM_STATE_BYTES_BF16_MOMENTS if bf16_moments else ADAM_STATE_BYTES),
+        optimizer_bytes_per_param=(hw.OPTIMIZER_BYTES_PER_PARAM_BF16_MOMENTS if bf16_moments
+                                   else hw.OPTIMIZER_BYTES_PER_PARAM),
         nccl_algorithms=nccl_algorithms(getattr(t, "framework_release", None)),
         # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
         # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)

@@ -13,3 +13,8 @@ BYTES_ACT = BF16_BYTES
 WEIGHT_BYTES = BF16_BYTES
 GRAD_BYTES = FP32_BYTES
 ADAM_STATE_BYTES = 3.0 * FP32_BYTES
+# training.optimizer_moments "bf16" (DeepSeek-V3 Sec. 3.3.3; Megatron-Core precision-aware optimizer): fp32 master
+# weights, bf16 m and v.
+ADAM_STATE_BYTES_BF16_MOMENTS = FP32_BYTES + 2.0 * BF16_BYTES
+# One fp8 scale (fp32) per 1 x 128 tile of a tile-scaled fp8 activation (DeepSeek-V3 Sec. 3.3.2): bytes per element.
+FP8_TILE_SCALE_BYTES = FP32_BYTES / 128.0

@@ -97,6 +97,9 @@ ATTN_CAUSAL_WORK = 0.5
 # Bytes of HBM traffic per weight per Adam step: read fp32 master, m, v, grad (16 B), write master, m, v
 # (12 B) and the bf16 working copy (2 B) = 30 B.
 OPTIMIZER_BYTES_PER_PARAM = 30.0
+# With bf16 Adam moments (training.optimizer_moments): read master 4, m 2, v 2, grad 4 (12 B), write master, m, v
+# (8 B) and the bf16 working copy (2 B) = 22 B.
+OPTIMIZER_BYTES_PER_PARAM_BF16_MOMENTS = 22.0
 # Unfused attention (scores in HBM): bytes moved per score element beyond the QK^T / AV GEMMs.
 # Forward: fused scale-mask-softmax reads and writes bf16 (4 B); dropout reads, writes and stores a
 # 1-byte mask (5 B). Backward: dropout gradient reads grad + mask and writes (5 B); softmax gradient reads

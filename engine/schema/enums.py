@@ -136,6 +136,26 @@ class RecomputeModule(ChoiceSet):
 DEFAULT_RECOMPUTE_MODULES = (RecomputeModule.LAYERNORM, RecomputeModule.ACTIVATION, RecomputeModule.CORE_ATTN)
 
 
+class ActivationCache(ChoiceSet):
+    """How the FFN's inner activations (the GeLU / SwiGLU inputs: the FFN-in GEMM outputs) are kept for the backward
+    pass: ``bf16`` (every stack's default) or ``fp8`` with one scale per 1 x 128 tile (DeepSeek-V3, arXiv 2412.19437
+    Sec. 3.3.3 "Low-precision storage": the SwiGLU inputs cached in FP8). Needs a quantised precision."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+    CHOICES = ((BF16, "bf16"), (FP8, "fp8 (tile-scaled)"))
+
+
+class OptimizerMoments(ChoiceSet):
+    """Number format of Adam's first and second moments: ``fp32`` (mixed-precision default) or ``bf16``
+    (DeepSeek-V3 Sec. 3.3.3; Megatron-Core --use-precision-aware-optimizer --exp-avg-dtype bf16
+    --exp-avg-sq-dtype bf16). Master weights stay fp32."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    CHOICES = ((FP32, "fp32"), (BF16, "bf16"))
+
+
 class MoeDispatcher(ChoiceSet):
     """MoE token dispatcher (Megatron-Core ``--moe-token-dispatcher-type``): ``alltoall`` sends tokens only to
     the EP ranks that hold their experts (NeMo / Megatron-Bridge MoE recipes, DeepSpeed-MoE, MegaScale-MoE);
@@ -201,4 +221,5 @@ CHOICE_SETS: dict[str, type[ChoiceSet]] = {
     "precision": Precision, "attention": Attention, "recompute": Recompute, "moe_dispatcher": MoeDispatcher,
     "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
     "distribution": Distribution, "dp_placement": DpPlacement, "recompute_module": RecomputeModule,
+    "activation_cache": ActivationCache, "optimizer_moments": OptimizerMoments,
 }

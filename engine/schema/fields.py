@@ -23,6 +23,7 @@ from typing import Any, Literal
 from engine.schema.bounds import Bound, bound_for
 from engine.schema.enums import (
     DEFAULT_QPS,
+    ActivationCache,
     Attention,
     ChoiceSet,
     Distribution,
@@ -33,6 +34,7 @@ from engine.schema.enums import (
     Framework,
     LeafPlacement,
     MoeDispatcher,
+    OptimizerMoments,
     Precision,
     Recompute,
     RecomputeModule,
@@ -208,6 +210,18 @@ FIELDS: tuple[Field, ...] = (
             "activation-function output; `core_attn`: the attention scores (only unfused attention stores them); "
             "`mlp`: the whole FFN, its GEMMs recomputed too (dense and routed experts; tokens stay dispatched). "
             "Written to the canonical document only when set (docs/performance-model.md sections 2, 6)"),
+    _f("training.activation_cache", "choice", "Number format of the cached FFN activations (GeLU / SwiGLU inputs)",
+       default=ActivationCache.BF16, choices=ActivationCache, write=IF_SET,
+       more="`fp8` keeps the FFN-in GEMM outputs (the SwiGLU or GeLU inputs) for the backward pass in fp8 with one "
+            "scale per 1 x 128 tile, as DeepSeek-V3 did (arXiv 2412.19437 Sec. 3.3.3): half their bytes, plus a "
+            "quantise pass forward and a dequantise pass backward. Needs `precision` fp8, mxfp8 or nvfp4. Written "
+            "to the canonical document only when set (docs/performance-model.md section 6)"),
+    _f("training.optimizer_moments", "choice", "Number format of Adam's first and second moments",
+       default=OptimizerMoments.FP32, choices=OptimizerMoments, write=IF_SET,
+       more="`bf16` stores m and v in bf16 (DeepSeek-V3 Sec. 3.3.3; Megatron-Core --use-precision-aware-optimizer "
+            "with --exp-avg-dtype / --exp-avg-sq-dtype bf16): 8 instead of 12 bytes of optimizer state per "
+            "parameter (fp32 master weights kept) and 22 instead of 30 bytes of HBM traffic per optimizer step. "
+            "Written to the canonical document only when set (docs/performance-model.md section 6)"),
     _f("training.tokens", "number", "Tokens to train, for time_to_train_days and gpu_hours", default=MANDATORY),
     _f("training.zero", "int", "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights",
        default=1, auto=True, write=AUTO_OR_VALUE),

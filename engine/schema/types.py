@@ -162,6 +162,8 @@ class TrainingSpec:
     moe_dispatcher: str | None = None  # a MoeDispatcher value; None = auto (frameworks.moe_dispatcher)
     shard_group: int | None = None  # ZeRO shard group size (HSDP); None = every data x context parallel rank
     recompute_modules: tuple[str, ...] | None = None  # RecomputeModule values; None = the default selective set
+    activation_cache: str | None = None  # an ActivationCache value; None = bf16
+    optimizer_moments: str | None = None  # an OptimizerMoments value; None = fp32
 
 
 @dataclass(frozen=True)

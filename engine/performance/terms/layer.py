@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.performance import hardware as hw
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
-from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP32_BYTES
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP8_TILE_SCALE_BYTES, FP32_BYTES
 from engine.performance.terms.attention import AttentionCore
 from engine.performance.terms.ffn import DenseFfn, MoeFfn
 from engine.performance.terms.kernels import (
@@ -82,6 +82,13 @@ def cast_bytes_per_elem(ctx: Context) -> float:
     return per * low_precision_linear_share(ctx)
 
 
+def fp8_ffn_cache_pass_bytes(ctx: Context) -> float:
+    """HBM bytes per FFN-in output element of one pass of the fp8 activation cache (training.activation_cache):
+    read bf16 (2 B), write fp8 with its tile scale (1 + 4/128 B) - or the reverse to dequantise. 0 when the cache
+    is bf16."""
+    return BF16_BYTES + FP8_BYTES + FP8_TILE_SCALE_BYTES if ctx.fp8_ffn_cache else 0.0
+
+
 def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Seconds]:
     """(forward, backward) time of Transformer Engine's cast-transposes (fp8, MXFP8, NVFP4 quantisation); zero in
     bf16."""
@@ -92,9 +99,11 @@ def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, 
     tp, f = lay.tp, shape.moe_layer_fraction
     qd, kvd = ctx.q_dim, ctx.kv_heads * ctx.head_dim
     f_eff = dense_fraction(shape) * ctx.dense_ffn + f * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
-    cast_fwd = cast_bytes * (qd / tp + f_eff / tp)
+    # training.activation_cache fp8: the FFN-in outputs are quantised once forward and dequantised once backward
+    cache = fp8_ffn_cache_pass_bytes(ctx) * (ctx.mats - 1.0) * f_eff / tp
+    cast_fwd = cast_bytes * (qd / tp + f_eff / tp) + cache
     cast_bwd = cast_bytes * ((qd + KV_TENSORS * kvd) / tp + FP8_H_WIDE_GRADS * ctx.hidden
-                                    / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp)
+                                    / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp) + cache
     m_tok = shape.microbatch_tokens
     return (hbm_time(ctx, m_tok * cast_fwd) + launches(FP8_CAST_KERNELS_FWD),
             hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD))

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.performance import hardware as hw
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
-from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP32_BYTES
+from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP8_TILE_SCALE_BYTES, FP32_BYTES
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
@@ -108,7 +108,7 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     fp8 = ctx.elem_bytes < BF16_BYTES  # fp8, MXFP8, NVFP4: GEMM inputs saved quantised (NVFP4 counted as fp8's 1 B)
     rep = (ACT_REPLICATED_PER_H + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
            - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
-    ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
+    ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0) - fp8_ffn_cache_saved_per_f(ctx)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
     # dispatched copies as the dispatch sends them (expert_parallel.dispatch_elem_bytes); an expert-TP group of
@@ -128,6 +128,15 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     kept = np.where(rc >= RECOMPUTE_FULL, BYTES_ACT * h / sp_div,
                     stored + np.where(rc >= RECOMPUTE_SELECTIVE, scores_selective - saved, scores))
     return LayerActivations(stored_bytes=stored, selective_saved_bytes=saved, score_bytes=scores, kept_bytes=kept)
+
+
+def fp8_ffn_cache_saved_per_f(ctx: Context) -> float:
+    """Bytes per token per FFN-width element that the fp8 activation cache (training.activation_cache "fp8") saves:
+    the k - 1 FFN-in outputs (GeLU input; SwiGLU gate and up) kept in fp8 with one fp32 scale per 1 x 128 tile
+    instead of bf16, (k - 1)(2 - 1 - 4/128) B (DeepSeek-V3, arXiv 2412.19437 Sec. 3.3.3). 0 without it."""
+    if not ctx.fp8_ffn_cache:
+        return 0.0
+    return (ctx.mats - 1.0) * (BF16_BYTES - FP8_BYTES - FP8_TILE_SCALE_BYTES)
 
 
 def selective_saved_bytes(modules: frozenset[str], layernorm_out: Count, activation_out: Count,
@@ -163,8 +172,9 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     """Bytes per GPU on the busiest pipeline stage (the first, or the last with its logits)."""
     pp, m_tok = lay.pp, shape.microbatch_tokens
     act = layer_activations(ctx, lay, shape)
-    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.zero_shard_ranks)
-              + state_bytes(lay, prof, params.expert_params, shape.expert_shard_ranks))
+    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.zero_shard_ranks,
+                          ctx.adam_state_bytes)
+              + state_bytes(lay, prof, params.expert_params, shape.expert_shard_ranks, ctx.adam_state_bytes))
     buffers = zero3_buffer_bytes(lay, params.layer_params)
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)

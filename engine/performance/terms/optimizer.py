@@ -1,11 +1,11 @@
-"""The optimizer step: Adam is memory bound, hardware.OPTIMIZER_BYTES_PER_PARAM per local parameter at HBM speed,
+"""The optimizer step: Adam is memory bound, hardware.OPTIMIZER_BYTES_PER_PARAM per local parameter at HBM speed
+(OPTIMIZER_BYTES_PER_PARAM_BF16_MOMENTS with bf16 moments, training.optimizer_moments),
 over the states ZeRO >= 1 leaves on the GPU (routed experts sharded over their expert-data-parallel group)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.performance import hardware as hw
 from engine.performance.context import ZERO_SHARDS_OPTIMIZER, Context, Layouts
 from engine.performance.terms.kernels import hbm_time
 from engine.performance.terms.parameters import GpuParams
@@ -24,4 +24,4 @@ def optimizer_step(ctx: Context, lay: Layouts, shape: LayoutShape, params: GpuPa
     dense = params.total_params - params.expert_params
     local = (dense / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, shape.zero_shard_ranks)
              + params.expert_params / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, shape.expert_shard_ranks))
-    return OptimizerStep(local_params=local, time_s=hbm_time(ctx, local * hw.OPTIMIZER_BYTES_PER_PARAM))
+    return OptimizerStep(local_params=local, time_s=hbm_time(ctx, local * ctx.optimizer_bytes_per_param))

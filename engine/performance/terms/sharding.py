@@ -90,14 +90,16 @@ def shard_ranks(lay: Layouts, stage: float, ranks: Count) -> Count:
     return np.where(lay.zero >= stage, ranks, 1.0)
 
 
-def state_bytes(lay: Layouts, prof: LayoutProfiles, params: Count, ranks: Count) -> Bytes:
-    """Weights, gradients and Adam states of ``params`` parameters replicated over ``ranks`` ranks, as sharded by
-    the layout's ZeRO stage (ZeRO-2 keeps only its gradient partition where the framework does)."""
+def state_bytes(lay: Layouts, prof: LayoutProfiles, params: Count, ranks: Count,
+                adam_bytes: float = ADAM_STATE_BYTES) -> Bytes:
+    """Weights, gradients and Adam states (``adam_bytes`` per parameter: 12 fp32, 8 with bf16 moments) of ``params``
+    parameters replicated over ``ranks`` ranks, as sharded by the layout's ZeRO stage (ZeRO-2 keeps only its
+    gradient partition where the framework does)."""
     grads_sharded = (lay.zero >= ZERO_SHARDS_PARAMETERS) | ((lay.zero >= ZERO_SHARDS_GRADIENTS)
                                                            & prof.zero2_shards_grads)
     return params * (WEIGHT_BYTES / shard_ranks(lay, ZERO_SHARDS_PARAMETERS, ranks)
                      + GRAD_BYTES / np.where(grads_sharded, ranks, 1.0)
-                     + ADAM_STATE_BYTES / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, ranks))
+                     + adam_bytes / shard_ranks(lay, ZERO_SHARDS_OPTIMIZER, ranks))
 
 
 def zero3_buffer_bytes(lay: Layouts, layer_params: Count) -> Bytes:

@@ -77,6 +77,8 @@ def test_every_choice_is_accepted_and_nothing_else(f: Any) -> None:
         doc[section][f.key] = value
         if f.path == "cluster.routing":  # which modes a switch supports is the catalog's: ask a switch with all
             doc["cluster"].update(fabric="roce", switch="SN5600")
+        if f.path == "training.activation_cache":  # an fp8 cache needs a quantised precision
+            doc["training"]["precision"] = "fp8"
         parse_scenario(doc)
     doc = scenario()
     doc[section][f.key] = "magic"
