@@ -47,6 +47,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # the DeepSeek-V3 row carries both and the SwiGLU-output recomputation as its paper states (81.1 of 80.2 GB:
     # memory_uncertain, was 93.1 GB)
     "2.6.0": "2fa43234721bbabb94b4800c72af3363b7fda8f88701a5e837ca42bed15fcf5d",
+    # 2.7.0: partial full recomputation (training.recompute_layers, Megatron's block method); the Megatron-Bridge H100
+    # Llama 3 8B row recomputes 5 layers as its recipe does
+    "2.7.0": "586cd006490bb7bddb3520ba8cd0e186ea6d040d36cffaf1d71011e3526f6952",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

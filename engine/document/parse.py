@@ -52,7 +52,7 @@ from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.fabric.topology import build_topology
 from engine.schema.bounds import check_int, check_release
 from engine.schema.calibration import check_calibration_section
-from engine.schema.enums import ActivationCache, Precision
+from engine.schema.enums import ActivationCache, Precision, Recompute
 from engine.schema.fields import AUTO, field, keys, required
 from engine.schema.types import (
     ClusterSpec,
@@ -167,7 +167,16 @@ def parse_training(doc: Any) -> TrainingSpec:
         recompute_modules=read_choice_set(d, "recompute_modules", path),
         activation_cache=_activation_cache(d, path, str(read_choice(d, "precision", path))),
         optimizer_moments=read_choice(d, "optimizer_moments", path),
+        recompute_layers=_recompute_layers(d, path),
     )
+
+
+def _recompute_layers(d: Mapping[str, Any], path: str) -> int | None:
+    """training.recompute_layers: only with full recomputation (the block method's layer count)."""
+    value = read_int(d, "recompute_layers", path) if d.get("recompute_layers") is not None else None
+    if value is not None and d.get("recompute") != Recompute.FULL:
+        raise ScenarioError(f"{path}.recompute_layers", f"needs training.recompute full, got {d.get('recompute', AUTO)!r}")
+    return value
 
 
 def _activation_cache(d: Mapping[str, Any], path: str, precision: str) -> str | None:

@@ -131,6 +131,8 @@ class Context:
     recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
     # training.activation_cache "fp8": the FFN-in GEMM outputs kept for the backward in tile-scaled fp8
     fp8_ffn_cache: bool = False
+    # training.recompute_layers: layers of each pipeline chunk recomputed in full (block method); 0 = all
+    recompute_layers: float = 0.0
     # training.optimizer_moments: Adam state bytes per parameter and HBM bytes per parameter per optimizer step
     adam_state_bytes: float = ADAM_STATE_BYTES
     optimizer_bytes_per_param: float = hw.OPTIMIZER_BYTES_PER_PARAM
@@ -229,6 +231,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         shard_group=float(getattr(t, "shard_group", None) or 0.0),
         recompute_modules=frozenset(getattr(t, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES),
         fp8_ffn_cache=getattr(t, "activation_cache", None) == ActivationCache.FP8,
+        recompute_layers=float(getattr(t, "recompute_layers", None) or 0.0),
         adam_state_bytes=(ADAM_STATE_BYTES_BF16_MOMENTS if bf16_moments else ADAM_STATE_BYTES),
         optimizer_bytes_per_param=(hw.OPTIMIZER_BYTES_PER_PARAM_BF16_MOMENTS if bf16_moments
                                    else hw.OPTIMIZER_BYTES_PER_PARAM),

@@ -30,7 +30,7 @@ from engine.performance.terms.memory import MemoryPerGpu, memory_per_gpu, usable
 from engine.performance.terms.optimizer import OptimizerStep, optimizer_step
 from engine.performance.terms.parameters import GpuParams, gpu_params
 from engine.performance.terms.pipeline import BottleneckStage, PipelineComm, bottleneck_stage, pipeline_comm
-from engine.performance.terms.shape import LayoutShape, layout_shape
+from engine.performance.terms.shape import LayoutShape, full_recompute_share, layout_shape
 from engine.performance.terms.sharding import (
     Zero2Traffic,
     Zero3Traffic,
@@ -122,7 +122,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     opt = optimizer_step(ctx, lay, shape, params)
     step = step_time(ctx, lay, shape, mb, dp, opt.time_s)
     memory = memory_per_gpu(ctx, lay, shape, prof, params)
-    flops = step_flops(ctx, lay.recompute, attn.unfused)
+    flops = step_flops(ctx, lay.recompute, attn.unfused, full_recompute_share(ctx, lay))
     return StepTerms(shape=shape, framework=prof, attention=attn, dense_ffn=dense, moe_ffn=moe, layer=layer,
                      logits=logits, tensor_parallel=tp, context_parallel=cp, expert_parallel=ep, stage=stage,
                      pipeline=pp, params=params, data_parallel=dp, zero2=zero2, zero3=zero3, timeline=timeline,

@@ -137,6 +137,7 @@ BOUNDS: dict[str, Bound] = {
     "training.tokens": _float_bound(0.0, MAX_TOKENS, "~300x the largest published run, ~36T tokens", lo_open=True),
     "training.zero": _int_bound(0, 3, "ZeRO stages are 0, 1, 2 and 3"),
     "training.shard_group": _int_bound(1, MAX_GPUS, "a shard group is at most every GPU of the job"),
+    "training.recompute_layers": _int_bound(1, MAX_LAYERS, "at most model.layers"),
     # ---- parallelism (each degree divides cluster.gpus, so the GPU bound is theirs too)
     "parallelism.tp": _int_bound(1, MAX_GPUS, "a degree cannot exceed the GPU bound"),
     "parallelism.pp": _int_bound(1, MAX_LAYERS, "at most model.layers"),

@@ -203,6 +203,12 @@ FIELDS: tuple[Field, ...] = (
             "recompute everything except the GEMMs (layernorm and activation-function outputs, plus the attention "
             "core when `attention` is `unfused`; Korthikanti et al. 2022), about 1% time "
             "(docs/performance-model.md sections 2, 6)"),
+    _f("training.recompute_layers", "int", "Layers of each pipeline chunk recomputed in full",
+       default_text="all of them", write=IF_SET, unset=None,
+       more="Partial full recomputation (Megatron-Core --recompute-granularity full --recompute-method block "
+            "--recompute-num-layers): the first n layers of every pipeline chunk (virtual stage) keep only their "
+            "input and recompute their forward; the others keep all their activations. Needs `recompute` full. "
+            "Written to the canonical document only when set (docs/performance-model.md sections 2, 6)"),
     _f("training.recompute_modules", "choices", "What selective recomputation regenerates",
        choices=RecomputeModule, default_text="`layernorm`, `activation`, `core_attn`", write=IF_SET, unset=None,
        more="Applies where `recompute` is `selective` (or the search picks it); Megatron-Core --recompute-modules, "

@@ -163,6 +163,7 @@ class TrainingSpec:
     shard_group: int | None = None  # ZeRO shard group size (HSDP); None = every data x context parallel rank
     recompute_modules: tuple[str, ...] | None = None  # RecomputeModule values; None = the default selective set
     activation_cache: str | None = None  # an ActivationCache value; None = bf16
+    recompute_layers: int | None = None  # layers of each pipeline chunk recomputed in full; None = all
     optimizer_moments: str | None = None  # an OptimizerMoments value; None = fp32
 
 

@@ -14,11 +14,14 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from engine.schema.fields import keys
 from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MOE_PRESET_FIELDS
 
-#: training keys the builder has no input for, kept from the stored scenario
-KEPT_TRAINING = ("micro_batch", "zero", "attention", "dropout", "expert_kernel")
+#: training keys the builder has inputs for (written by training_section)
+FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework", "moe_dispatcher")
+#: training keys the builder has no input for, kept from the stored scenario: every other key of the schema
+KEPT_TRAINING = tuple(sorted(k for k in keys("training") if k not in FORM_TRAINING))
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
 #: a number is derived from the cluster size, which the form may have changed)
 KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement")
@@ -72,6 +75,11 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
     for name in ("framework", "moe_dispatcher"):
         if d.get(name) not in (None, "", "auto"):
             training[name] = d[name]
+    # kept keys a form change makes meaningless go with it
+    if training["recompute"] != "full":
+        training.pop("recompute_layers", None)
+    if training["precision"] == "bf16" and training.get("activation_cache") == "fp8":
+        training.pop("activation_cache")
     return training
 
 

@@ -57,12 +57,14 @@ def flops_per_token(ctx: Context) -> TokenFlops:
                       forward_flops=layers_fwd + logits)
 
 
-def step_flops(ctx: Context, recompute: Arr, unfused: BoolArr) -> StepFlops:
-    """Model and hardware FLOPs per step. ``full`` recomputes every layer's forward; ``selective`` recomputes no
-    GEMM, only the unfused attention core's score GEMMs (``unfused``: terms.attention.unfused_attention)."""
+def step_flops(ctx: Context, recompute: Arr, unfused: BoolArr, full_share: Arr | float = 1.0) -> StepFlops:
+    """Model and hardware FLOPs per step. ``full`` recomputes the forward of ``full_share`` of the layers (all, or
+    training.recompute_layers per chunk: shape.full_recompute_share); ``selective`` recomputes no GEMM, only the
+    unfused attention core's score GEMMs (``unfused``: terms.attention.unfused_attention)."""
     f = flops_per_token(ctx)
     tokens = ctx.global_batch * ctx.seq
     model = TRAINING_PASSES * f.forward_flops * tokens
     sel = np.where(unfused, f.attention_core_flops, 0.0)
-    extra = np.where(recompute >= RECOMPUTE_FULL, f.layers_flops, np.where(recompute >= RECOMPUTE_SELECTIVE, sel, 0.0))
+    extra = np.where(recompute >= RECOMPUTE_FULL, full_share * f.layers_flops,
+                     np.where(recompute >= RECOMPUTE_SELECTIVE, sel, 0.0))
     return StepFlops(model_flops=np.full_like(recompute, model), hardware_flops=model + extra * tokens)

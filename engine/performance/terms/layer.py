@@ -20,7 +20,7 @@ from engine.performance.terms.kernels import (
     low_precision_linear_share,
     output_layer_bf16,
 )
-from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, mix
+from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, full_recompute_share, mix
 from engine.schema.enums import Precision, RecomputeModule
 from engine.units import Count, Seconds
 
@@ -141,7 +141,8 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
     bwd = BWD_GEMM_FACTOR * gemm_fwd + attn.backward_s + BWD_EW_FACTOR * ew_fwd + cast_bwd
     sel = selective_recompute(ctx, shape, attn, ffn_gemm_s=gemm_fwd - t_attn_gemm,
                               activation_elems=mix(shape, dense.activation_elems, moe.activation_elems))
-    rc_s = np.where(rc >= RECOMPUTE_FULL, fwd, np.where(rc >= RECOMPUTE_SELECTIVE, sel, 0.0))
+    rc_s = np.where(rc >= RECOMPUTE_FULL, full_recompute_share(ctx, lay) * fwd,
+                    np.where(rc >= RECOMPUTE_SELECTIVE, sel, 0.0))
     return LayerCompute(attention_gemms_s=t_attn_gemm, gemm_forward_s=gemm_fwd, elementwise_forward_s=ew_fwd,
                         fp8_cast_forward_s=cast_fwd, fp8_cast_backward_s=cast_bwd, forward_s=fwd, backward_s=bwd,
                         selective_recompute_s=sel, recompute_s=rc_s, total_s=fwd + bwd + rc_s)

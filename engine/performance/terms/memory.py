@@ -26,7 +26,7 @@ from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
 from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
-from engine.performance.terms.shape import LayoutShape
+from engine.performance.terms.shape import LayoutShape, full_recompute_share
 from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
 from engine.schema.enums import RecomputeModule
 from engine.units import GIGA, Bytes, Count
@@ -125,7 +125,8 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     scores = np.where(unfused_attention(ctx, lay.cp),
                       UNFUSED_SCORE_BYTES_KEPT * ctx.heads * ctx.seq / np.minimum(tp, ctx.heads), 0.0)
     scores_selective = 0.0 if RecomputeModule.CORE_ATTN in ctx.recompute_modules else scores
-    kept = np.where(rc >= RECOMPUTE_FULL, BYTES_ACT * h / sp_div,
+    share = full_recompute_share(ctx, lay)  # training.recompute_layers: the rest of a chunk keeps everything
+    kept = np.where(rc >= RECOMPUTE_FULL, share * BYTES_ACT * h / sp_div + (1.0 - share) * (stored + scores),
                     stored + np.where(rc >= RECOMPUTE_SELECTIVE, scores_selective - saved, scores))
     return LayerActivations(stored_bytes=stored, selective_saved_bytes=saved, score_bytes=scores, kept_bytes=kept)
 

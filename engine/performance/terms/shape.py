@@ -90,3 +90,14 @@ def dense_fraction(shape: LayoutShape) -> float:
 def mix(shape: LayoutShape, dense: Count | float, moe: Count | float) -> Ratio:
     """A per-layer quantity averaged over the model's dense and MoE layers."""
     return np.asarray(dense_fraction(shape) * dense + shape.moe_layer_fraction * moe)
+
+
+def full_recompute_share(ctx: Context, lay: Layouts) -> Count:
+    """Share of a pipeline chunk's layers that full recomputation checkpoints [1]: all of them, or with
+    training.recompute_layers = n (Megatron-Core's block method, per virtual stage) min(n, c) / c of a chunk of
+    c = ceil(L / (p v)) layers; the others keep every activation."""
+    if not ctx.recompute_layers:
+        return np.ones_like(lay.tp)
+    chunk = np.ceil(ctx.layers / (lay.pp * lay.vpp))
+    return np.minimum(ctx.recompute_layers, chunk) / chunk
+
