@@ -50,6 +50,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.7.0: partial full recomputation (training.recompute_layers, Megatron's block method); the Megatron-Bridge H100
     # Llama 3 8B row recomputes 5 layers as its recipe does
     "2.7.0": "586cd006490bb7bddb3520ba8cd0e186ea6d040d36cffaf1d71011e3526f6952",
+    # 2.7.1: no result changes: the NICs and hosts a job uses of a partly used rack come from one rule
+    # (ClusterSpec.used_of_node); training's precision and recompute read once
+    "2.7.1": "6151d81bee708988f5a9c7c9c9c07565c15508a54c4bf9d0ec756e25d24a4e8b",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

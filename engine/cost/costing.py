@@ -134,7 +134,9 @@ def _perf_point(s: ScenarioSpec, catalog: CatalogItems | None, performance: dict
     reliability = load_reliability(catalog)
     # hosts: operating-system instances (an NVL72 rack is 18 compute trays, each its own host): the per-host
     # failure rates (host, software) and the per-host checkpoint write bandwidth count these, not racks
-    hosts = nodes * job_hosts_per_node(int(sspecs.get("hosts_per_server", 1)), s.cluster.gpus_used_per_node, gpn)
+    # (with cluster.gpus_per_rack only the trays holding the job's GPUs: ClusterSpec.used_of_node; the trays of
+    # spares neither interrupt the job when they fail nor write its checkpoints)
+    hosts = nodes * s.cluster.used_of_node(int(sspecs.get("hosts_per_server", 1)))
     counts = part_counts(s.cluster.gpus, hosts, plan.nics, plan.switches["total"], plan.transceiver_count,
                          plan.cable_count)
     return PerfPoint(
@@ -157,16 +159,6 @@ def _perf_point(s: ScenarioSpec, catalog: CatalogItems | None, performance: dict
         reliability=reliability,
         gpus_used_per_node=s.cluster.gpus_used_per_node,
     )
-
-
-def job_hosts_per_node(hosts_per_server: int, used: int, gpus_per_node: int) -> int:
-    """Operating-system hosts of one node that hold the job's GPUs [hosts]: all ``hosts_per_server`` when every
-    GPU is used, else ceil(used x hosts_per_server / gpus_per_node), the hosts are filled in order. An NVL72
-    rack's 18 compute trays hold 4 GPUs each, so 64 of 72 GPUs run on 16 trays; the two trays of spares neither
-    interrupt the job when they fail nor write its checkpoints."""
-    if used >= gpus_per_node:
-        return hosts_per_server
-    return -(-used * hosts_per_server // gpus_per_node)
 
 
 def _spares_note(point: PerfPoint) -> str:

@@ -149,11 +149,12 @@ def parse_training(doc: Any) -> TrainingSpec:
     path = "training"
     d = read_mapping(doc, path)
     check_keys(d, TRAINING_KEYS, TRAINING_REQUIRED, path)
+    precision, recompute = str(read_choice(d, "precision", path)), read_choice(d, "recompute", path)
     return TrainingSpec(
         global_batch=read_int(d, "global_batch", path),
         micro_batch=read_int(d, "micro_batch", path),
-        precision=str(read_choice(d, "precision", path)),
-        recompute=read_choice(d, "recompute", path),
+        precision=precision,
+        recompute=recompute,
         tokens=read_number(d, "tokens", path),
         zero=read_int(d, "zero", path),  # 0-3 (the bound) or "auto"
         attention=read_choice(d, "attention", path),
@@ -165,17 +166,18 @@ def parse_training(doc: Any) -> TrainingSpec:
         moe_dispatcher=read_choice(d, "moe_dispatcher", path),
         shard_group=read_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
         recompute_modules=read_choice_set(d, "recompute_modules", path),
-        activation_cache=_activation_cache(d, path, str(read_choice(d, "precision", path))),
+        activation_cache=_activation_cache(d, path, precision),
         optimizer_moments=read_choice(d, "optimizer_moments", path),
-        recompute_layers=_recompute_layers(d, path),
+        recompute_layers=_recompute_layers(d, path, recompute),
     )
 
 
-def _recompute_layers(d: Mapping[str, Any], path: str) -> int | None:
-    """training.recompute_layers: only with full recomputation (the block method's layer count)."""
+def _recompute_layers(d: Mapping[str, Any], path: str, recompute: str | None) -> int | None:
+    """training.recompute_layers: only with full recomputation (``recompute``, None = auto; the block method's
+    layer count)."""
     value = read_int(d, "recompute_layers", path) if d.get("recompute_layers") is not None else None
-    if value is not None and d.get("recompute") != Recompute.FULL:
-        raise ScenarioError(f"{path}.recompute_layers", f"needs training.recompute full, got {d.get('recompute', AUTO)!r}")
+    if value is not None and recompute != Recompute.FULL:
+        raise ScenarioError(f"{path}.recompute_layers", f"needs training.recompute full, got {recompute or AUTO!r}")
     return value
 
 

@@ -229,14 +229,19 @@ class ClusterSpec:
         ceil(gpus / this), follow it; a rack is still bought whole."""
         return self.gpus_per_rack or self.gpus_per_node
 
+    def used_of_node(self, parts: int) -> int:
+        """Of ``parts`` per-node parts the node's GPUs fill in order (NICs, compute-tray hosts), those holding the
+        job's GPUs [count]: all of them when every GPU is used, else ceil(used x parts / gpus_per_node) (a part
+        shared with a spare GPU still counts). NVL72: 64 of 72 GPUs use 64 of 72 NICs and 16 of 18 trays."""
+        used = self.gpus_used_per_node
+        if used >= self.gpus_per_node:
+            return parts
+        return -(-used * parts // self.gpus_per_node)
+
     @property
     def nics_used_per_node(self) -> int:
-        """Compute NICs cabled in each node [NICs]: those of its used GPUs, ceil(used x nics_per_node /
-        gpus_per_node) (a NIC shared with a spare GPU is still cabled); all ``nics_per_node`` when every GPU is
-        used. NVL72 has one NIC per GPU, so 64 of 72 GPUs cable 64 NICs."""
-        if self.gpus_per_rack is None or self.gpus_per_rack >= self.gpus_per_node:
-            return self.nics_per_node
-        return -(-self.gpus_per_rack * self.nics_per_node // self.gpus_per_node)
+        """Compute NICs cabled in each node [NICs]: those of its used GPUs (:meth:`used_of_node`)."""
+        return self.used_of_node(self.nics_per_node)
 
 
 @dataclass(frozen=True)

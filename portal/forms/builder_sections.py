@@ -14,6 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from engine.schema.enums import ActivationCache, Precision, Recompute
 from engine.schema.fields import keys
 from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MOE_PRESET_FIELDS
@@ -76,9 +77,9 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
         if d.get(name) not in (None, "", "auto"):
             training[name] = d[name]
     # kept keys a form change makes meaningless go with it
-    if training["recompute"] != "full":
+    if training["recompute"] != Recompute.FULL:
         training.pop("recompute_layers", None)
-    if training["precision"] == "bf16" and training.get("activation_cache") == "fp8":
+    if training["precision"] == Precision.BF16 and training.get("activation_cache") == ActivationCache.FP8:
         training.pop("activation_cache")
     return training
 
