@@ -53,6 +53,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.7.1: no result changes: the NICs and hosts a job uses of a partly used rack come from one rule
     # (ClusterSpec.used_of_node); training's precision and recompute read once
     "2.7.1": "6151d81bee708988f5a9c7c9c9c07565c15508a54c4bf9d0ec756e25d24a4e8b",
+    # 2.8.0: validation rows name the framework and release their sources date (Megatron-LM 2021-04 / 2022-05 /
+    # commit 285068c8 2023-01 / f1f03922 2024-10, NeMo containers, DeepSpeed for MT-NLG 2021-10 and BLOOM 2022-03)
+    "2.8.0": "3e10bba8a56f98cf3a97dbd40c970add329d18a3982427b205d160339d7a3985",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

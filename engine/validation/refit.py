@@ -164,8 +164,10 @@ def noop_refit(runs: Sequence[dict[str, Any]]) -> Iterator[None]:
 
 
 def _has_tp(run: dict[str, Any]) -> bool:
+    """A run with tensor parallelism on Megatron-Core's profile (named, or ``auto``, which resolves to it)."""
     tp = run["scenario"].get("parallelism", {}).get("tp", 1)
-    return isinstance(tp, int) and tp > 1
+    framework = run["scenario"].get("training", {}).get("framework") or "auto"
+    return isinstance(tp, int) and tp > 1 and framework in ("auto", Framework.MEGATRON_CORE)
 
 
 @contextmanager
