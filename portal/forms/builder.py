@@ -8,18 +8,20 @@ from typing import Any
 
 from django import forms
 
-from engine.schema.enums import Fabric
+from engine.schema.enums import ActivationCache, Fabric, Precision, Recompute
 from engine.schema.fields import AUTO, DEFAULT_ROUTING, field
 from planning.services import gpu_server_item
+from portal.forms.builder_costs import DEFAULT_DISTRIBUTION, costs_section, uncertainty_section
+from portal.forms.builder_initial import initial_from_document
 from portal.forms.builder_sections import (
     MOE_FIELDS,
     cluster_section,
-    initial_values,
     model_section,
     parallelism_section,
     training_section,
 )
 from portal.forms.common import (
+    ACTIVATION_CACHE_CHOICES,
     COST_FIELDS,
     DISPATCHER_CHOICES,
     DISTRIBUTION_CHOICES,
@@ -27,6 +29,7 @@ from portal.forms.common import (
     FLEET_CLUSTER_FIELDS,
     FRAMEWORK_CHOICES,
     LINK_SPEEDS,
+    OPTIMIZER_MOMENTS_CHOICES,
     PAR_MODE_CHOICES,
     PRECISION_CHOICES,
     RANGE_INPUTS,
@@ -35,15 +38,11 @@ from portal.forms.common import (
     TOPOLOGY_CHOICES,
     FieldErrorMixin,
     _catalog_choices,
-    _range_value,
     gpu_nic_speeds,
     int_input,
-    nic_gbps_of,
     number_input,
 )
-from portal.presets import DEFAULT_PRESET, PRESETS, _tidy, preset_choices, preset_form_fields
-
-_DEFAULT_DISTRIBUTION = field("uncertainty.distribution").default
+from portal.presets import DEFAULT_PRESET, PRESETS, preset_choices, preset_form_fields
 
 
 class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
@@ -77,6 +76,17 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                                   help_text=field("training.precision").help)
     recompute = forms.ChoiceField(choices=RECOMPUTE_CHOICES, initial=AUTO, label="Activation recompute",
                                   help_text=field("training.recompute").help)
+    recompute_layers = int_input("training.recompute_layers", required=False, label="Recompute layers per chunk",
+                                 help_text="Only with full recompute: the first n layers of each pipeline chunk "
+                                           "recomputed (Megatron's block method). Empty = all")
+    activation_cache = forms.ChoiceField(choices=ACTIVATION_CACHE_CHOICES, initial="", required=False,
+                                         label="Activation cache format",
+                                         help_text=f"{field('training.activation_cache').help}. fp8 needs an "
+                                                   "fp8 or fp4 precision")
+    optimizer_moments = forms.ChoiceField(choices=OPTIMIZER_MOMENTS_CHOICES, initial="", required=False,
+                                          label="Optimizer moments format",
+                                          help_text=f"{field('training.optimizer_moments').help}; "
+                                                    "master weights stay fp32")
     framework = forms.ChoiceField(choices=FRAMEWORK_CHOICES, initial=AUTO, required=False,
                                   label="Training framework",
                                   help_text="Which communication it overlaps, from its documented defaults")
@@ -143,7 +153,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                                           label="Failure rate low (× Llama 3)", help_text="")
     failure_rate_scale_high = number_input("costs.goodput.failure_rate_scale", required=False,
                                            label="Failure rate high (× Llama 3)", help_text="")
-    distribution = forms.ChoiceField(choices=DISTRIBUTION_CHOICES, initial=_DEFAULT_DISTRIBUTION,
+    distribution = forms.ChoiceField(choices=DISTRIBUTION_CHOICES, initial=DEFAULT_DISTRIBUTION,
                                      required=False, label="Distribution")
 
     PATHS = {
@@ -157,8 +167,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "training.precision": "precision", "training.recompute": "recompute", "training.framework": "framework",
         "training.moe_dispatcher": "moe_dispatcher", "training.expert_kernel": "moe_dispatcher",
         "training.micro_batch": "global_batch", "training.zero": "par_mode", "training.shard_group": "par_mode",
-        "training.recompute_layers": "recompute", "training.recompute_modules": "recompute",
-        "training.activation_cache": "precision", "training.optimizer_moments": "precision",
+        "training.recompute_layers": "recompute_layers", "training.recompute_modules": "recompute",
+        "training.activation_cache": "activation_cache", "training.optimizer_moments": "optimizer_moments",
         "training.framework_release": "framework",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
         "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "par_mode",
@@ -294,6 +304,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                     self.add_error(name, "Required for a mixture-of-experts model.")
         elif any(data.get(n) for n in ("moe_top_k", "moe_expert_ffn", "moe_shared_experts", "moe_dense_layers")):
             self.add_error("moe_experts", "Give the number of routed experts, or clear the MoE fields.")
+        self._clean_training_formats(data)
         if data.get("preset") and data["preset"] != "custom" and data["preset"] not in PRESETS:
             self.add_error("preset", "Unknown preset.")
         pod, gpus, gpn = data.get("pod_gpus"), self._cluster_value("gpus"), self._cluster_value("gpus_per_node")
@@ -316,6 +327,18 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             if item is None or not item.get("unit_price_usd"):
                 self.add_error("server_price_low_pct", "No list price for this GPU's server in the catalog.")
         return data
+
+    def _clean_training_formats(self, data: Mapping[str, Any]) -> None:
+        """The training formats' rules, refused beside their inputs. The engine's parser refuses the two combinations
+        too (once the whole document is built); a layer count above the model's it would only cap at a chunk's."""
+        layers, recompute_layers = data.get("layers"), data.get("recompute_layers")
+        if recompute_layers is not None and data.get("recompute") != Recompute.FULL:
+            self.add_error("recompute_layers", "Only with full recomputation: set Activation recompute to Full, "
+                                               "or leave this empty.")
+        elif recompute_layers is not None and layers and recompute_layers > layers:
+            self.add_error("recompute_layers", f"At most the model's layers ({layers}).")
+        if data.get("activation_cache") == ActivationCache.FP8 and data.get("precision") == Precision.BF16:
+            self.add_error("activation_cache", "Needs an fp8/fp4 precision (FP8, MXFP8 or NVFP4), not BF16.")
 
     # --- documents -----------------------------------------------------------------------------------
     base_costs: Mapping[str, Any] = {}
@@ -353,67 +376,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
 
     def costs_doc(self) -> dict[str, Any]:
         """``costs``: the scenario's other cost keys kept, the builder's inputs (and their ranges) written."""
-        d = self.cleaned_data
-        costs: dict[str, Any] = copy.deepcopy(dict(self.base_costs))
-        for k in COST_FIELDS:
-            if d.get(k) is not None:
-                costs[k] = d[k]
-        goodput = dict(costs.get("goodput") or {})
-        if d.get("failure_rate_scale") is not None and d["failure_rate_scale"] != 1.0:
-            goodput["failure_rate_scale"] = d["failure_rate_scale"]
-        else:
-            goodput.pop("failure_rate_scale", None)
-        costs["goodput"] = goodput
-        for name, path, default in RANGE_INPUTS:
-            likely = d.get(name) if d.get(name) is not None else default
-            low, high = d.get(f"{name}_low"), d.get(f"{name}_high")
-            node = costs
-            for part in path[:-1]:
-                node = node[part]
-            if likely is not None and (low is not None or high is not None):
-                low = likely if low is None else low
-                high = likely if high is None else high
-                if low < high:
-                    node[path[-1]] = {"low": low, "likely": likely, "high": high}
-        self._server_price_range(costs)
-        if not costs["goodput"]:
-            del costs["goodput"]
-        return costs
-
-    def _server_price_range(self, costs: dict[str, Any]) -> None:
-        d = self.cleaned_data
-        prices = dict(costs.get("prices") or {})
-        item = self.server_item()
-        key = item["key"] if item else None
-        for k, v in list(prices.items()):  # a range on another server (the GPU changed) no longer applies
-            if isinstance(v, Mapping) and (self.catalog.get(k) or {}).get("kind") == "server" and k != key:
-                del prices[k]
-        if item is not None and item.get("unit_price_usd"):
-            lo, hi = d.get("server_price_low_pct") or 0.0, d.get("server_price_high_pct") or 0.0
-            current = prices.get(key)
-            likely = _range_value(current)[1] if current is not None else None
-            likely = float(likely if likely is not None else item["unit_price_usd"])
-            if lo or hi:
-                prices[key] = {"low": round(likely * (1 + lo / 100), 2), "likely": likely,
-                               "high": round(likely * (1 + hi / 100), 2)}
-            elif isinstance(current, Mapping):  # range cleared: keep only a deliberate price override
-                if likely != float(item["unit_price_usd"]):
-                    prices[key] = likely
-                else:
-                    del prices[key]
-        if prices:
-            costs["prices"] = prices
-        else:
-            costs.pop("prices", None)
+        return costs_section(self.cleaned_data, self.base_costs, server=self.server_item(), catalog=self.catalog)
 
     def uncertainty_doc(self) -> dict[str, Any]:
-        unc = dict(self.base_uncertainty)
-        dist = self.cleaned_data.get("distribution") or _DEFAULT_DISTRIBUTION
-        if dist == _DEFAULT_DISTRIBUTION:
-            unc.pop("distribution", None)
-        else:
-            unc["distribution"] = dist
-        return unc
+        return uncertainty_section(self.cleaned_data, self.base_uncertainty)
 
     def workload_name(self) -> str:
         return self.cleaned_data["model_name"]
@@ -440,57 +406,5 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                               watched: bool = False, fleet: Any = None,
                               catalog: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """Form values for an existing scenario document (edit page); ranges become low/likely/high."""
-        m = doc.get("model", {}) or {}
-        t = doc.get("training", {}) or {}
-        c = doc.get("cluster", {}) or {}
-        costs = doc.get("costs", {}) or {}
-        unc = doc.get("uncertainty", {}) or {}
-        initial: dict[str, Any] = {
-            "name": name or doc.get("name", ""), "description": description, "watched": watched,
-            "preset": "custom", "fleet": str(fleet.pk) if fleet is not None else "",
-            "model_name": m.get("name", ""), "layers": m.get("layers"), "hidden": m.get("hidden"),
-            "heads": m.get("heads"), "kv_heads": m.get("kv_heads", m.get("heads")),
-            "ffn_hidden": m.get("ffn_hidden"), "gated_ffn": m.get("gated_ffn", False), "vocab": m.get("vocab"),
-            "seq_len": m.get("seq_len"), "global_batch": t.get("global_batch"),
-            "tokens_b": _tidy(float(t["tokens"]) / 1e9) if isinstance(t.get("tokens"), int | float) else None,
-            "precision": t.get("precision", field("training.precision").default),
-            "recompute": t.get("recompute", field("training.recompute").default),
-            "gpu": c.get("gpu"), "gpus": c.get("gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
-            "nic_gbps": nic_gbps_of(c, catalog), "fabric": c.get("fabric", field("cluster.fabric").default),
-            "topology": c.get("topology", field("cluster.topology").default),
-            "oversubscription": c.get("oversubscription", field("cluster.oversubscription").default),
-            "distribution": (unc if isinstance(unc, Mapping) else {}).get("distribution", _DEFAULT_DISTRIBUTION),
-        }
-        oversub = c.get("oversubscription", 1.0)
-        if isinstance(oversub, int | float) and oversub > 1 and isinstance(c.get("pod_gpus"), int):
-            initial["pod_gpus"] = c["pod_gpus"]
-        for key in COST_FIELDS:
-            if isinstance(costs.get(key), int | float):
-                initial[key] = costs[key]
-        raw_goodput = costs.get("goodput")
-        goodput: Mapping[str, Any] = raw_goodput if isinstance(raw_goodput, Mapping) else {}
-        for name, path, _default in RANGE_INPUTS:
-            node: Any = costs
-            for part in path:
-                node = node.get(part) if isinstance(node, Mapping) else None
-            low, likely, high = _range_value(node)
-            if likely is not None:
-                initial[name] = likely
-            if low is not None and high is not None:
-                initial[f"{name}_low"], initial[f"{name}_high"] = low, high
-        if "failure_rate_scale" not in initial and not goodput.get("failure_rate_scale"):
-            initial["failure_rate_scale"] = 1.0
-        if catalog is not None and isinstance(c.get("gpu"), str):
-            item = gpu_server_item(gpu=c["gpu"], catalog=catalog, server=costs.get("server"))
-            raw_prices = costs.get("prices")
-            prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
-            low, likely, high = _range_value(prices.get(item["key"])) if item else (None, None, None)
-            if low is not None and high is not None and likely:
-                initial["server_price_low_pct"] = round((low / likely - 1) * 100, 1)
-                initial["server_price_high_pct"] = round((high / likely - 1) * 100, 1)
-        for key, preset in PRESETS.items():
-            if preset["model"] == {k: m.get(k) for k in preset["model"]}:
-                initial["preset"] = key
-                break
-        initial.update(initial_values(doc))  # MoE, framework, dispatcher, degrees, NICs, routing
-        return {k: v for k, v in initial.items() if v is not None}
+        return initial_from_document(doc, name=name, description=description, watched=watched, fleet=fleet,
+                                     catalog=catalog)

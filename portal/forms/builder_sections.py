@@ -19,8 +19,11 @@ from engine.schema.fields import keys
 from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MOE_PRESET_FIELDS
 
+#: optional training inputs, each written only when given (its form field has the key's name); empty = not written
+OPTIONAL_TRAINING = ("recompute_layers", "activation_cache", "optimizer_moments")
 #: training keys the builder has inputs for (written by training_section)
-FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework", "moe_dispatcher")
+FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework", "moe_dispatcher",
+                 *OPTIONAL_TRAINING)
 #: training keys the builder has no input for, kept from the stored scenario: every other key of the schema
 KEPT_TRAINING = tuple(sorted(k for k in keys("training") if k not in FORM_TRAINING))
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
@@ -76,7 +79,13 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
     for name in ("framework", "moe_dispatcher"):
         if d.get(name) not in (None, "", "auto"):
             training[name] = d[name]
-    # kept keys a form change makes meaningless go with it
+    for name in OPTIONAL_TRAINING:
+        if name not in d:  # no such input given: the stored value stays (dropped below if made meaningless)
+            if base.get(name) is not None:
+                training[name] = copy.deepcopy(base[name])
+        elif d[name] not in (None, ""):  # the form's input (its initial value is the stored one): empty = none
+            training[name] = d[name]
+    # keys a form change makes meaningless go with it (the form's clean refuses them beside their inputs)
     if training["recompute"] != Recompute.FULL:
         training.pop("recompute_layers", None)
     if training["precision"] == Precision.BF16 and training.get("activation_cache") == ActivationCache.FP8:
@@ -146,7 +155,8 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
 
 
 def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Form values of the inputs this module adds (MoE, framework, dispatcher, degrees, NICs, routing)."""
+    """Form values of the inputs this module adds (MoE, framework, dispatcher, training formats, degrees, NICs,
+    routing)."""
     m = _mapping(doc.get("model"))
     t = _mapping(doc.get("training"))
     p = doc.get("parallelism", "auto")
@@ -154,6 +164,7 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "framework": t.get("framework") or "auto", "moe_dispatcher": t.get("moe_dispatcher") or "auto",
         "routing": c.get("routing") or "",
+        **{name: t[name] for name in OPTIONAL_TRAINING if t.get(name) is not None},
     }
     moe = _mapping(m.get("moe"))
     for field, key in MOE_FIELDS.items():

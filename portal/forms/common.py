@@ -10,10 +10,12 @@ from django import forms
 
 from engine.schema.bounds import bound_for
 from engine.schema.enums import (
+    ActivationCache,
     Distribution,
     Fabric,
     Framework,
     MoeDispatcher,
+    OptimizerMoments,
     Precision,
     Recompute,
     Routing,
@@ -32,6 +34,12 @@ FRAMEWORK_CHOICES = [(AUTO, "Auto (by layout)"), *Framework.choices()]
 DISPATCHER_CHOICES = [(AUTO, "Default"), *MoeDispatcher.choices()]
 PRECISION_CHOICES = Precision.choices()
 RECOMPUTE_CHOICES = [(AUTO, "Auto"), *Recompute.choices()]
+#: "" = the engine's default (bf16 activations, fp32 moments), i.e. no training key written
+ACTIVATION_CACHE_CHOICES = [
+    ("", f"Default ({ActivationCache.label(BY_PATH['training.activation_cache'].default)})"), *ActivationCache.choices()]
+OPTIMIZER_MOMENTS_CHOICES = [
+    ("", f"Default ({OptimizerMoments.label(BY_PATH['training.optimizer_moments'].default)})"),
+    *OptimizerMoments.choices()]
 COST_FIELDS = ("usd_per_kwh", "pue", "depreciation_years", "avg_utilization")
 PAR_MODE_CHOICES = [("auto", "Search automatically"), ("manual", "Set the degrees")]
 DISTRIBUTION_CHOICES = Distribution.choices()

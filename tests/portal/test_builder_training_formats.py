@@ -1,0 +1,155 @@
+"""The builder's inputs for partial full recomputation (training.recompute_layers), the FFN activation cache format
+(training.activation_cache) and Adam's moment format (training.optimizer_moments): posted values are written to the
+scenario, an edit shows and keeps them, emptying an input removes its key, and the combinations the engine refuses
+are refused beside the input (a page with the field's error, nothing saved)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from tests.portal.conftest import BUILDER_POST, DOC
+from tests.portal.test_builder_sections import _submitted
+from tests.portal.test_pages import login
+
+pytestmark = pytest.mark.django_db
+
+FORMATS = {"recompute_layers": 5, "activation_cache": "fp8", "optimizer_moments": "bf16"}
+#: FP8 with full recomputation: every format setting is valid on an H100
+FP8_FULL = {**BUILDER_POST, "precision": "fp8", "recompute": "full"}
+
+
+def _saved(name: str) -> Any:
+    from planning.models import Scenario
+
+    return Scenario.objects.get(name=name)
+
+
+def _stored_scenario(team: Any, user: Any) -> Any:
+    from planning import services
+
+    doc = copy.deepcopy(DOC)
+    training = {**doc["training"], "precision": "fp8", "recompute": "full", **FORMATS}
+    workload = services.workload_create(team=team, user=user, name=doc["model"]["name"], model=doc["model"],
+                                        training=training, parallelism=doc["parallelism"])
+    return services.scenario_create(team=team, user=user, name="Formats", workload=workload,
+                                    cluster=doc["cluster"], costs=doc["costs"])
+
+
+@pytest.mark.parametrize("key,value", list(FORMATS.items()))
+def test_each_input_writes_its_key(client: Any, make_user: Any, catalog: Any, key: str, value: Any) -> None:
+    login(client, make_user("planner"))
+    r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": f"with {key}", key: value})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    training = _saved(f"with {key}").workload.training
+    assert training[key] == value
+    assert not {k for k in FORMATS if k != key} & set(training)  # the other (empty) inputs write nothing
+
+
+def test_empty_inputs_write_no_key(client: Any, make_user: Any, catalog: Any) -> None:
+    login(client, make_user("planner"))
+    r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "defaults", "recompute_layers": "",
+                                              "activation_cache": "", "optimizer_moments": ""})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    assert not set(FORMATS) & set(_saved("defaults").workload.training)
+
+
+def test_an_edit_shows_and_keeps_them(client: Any, make_user: Any, team: Any, catalog: Any) -> None:
+    user = make_user("planner", team=team)
+    s = _stored_scenario(team, user)
+    login(client, user)
+    posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
+    assert (posted["recompute_layers"], posted["activation_cache"], posted["optimizer_moments"]) == ("5", "fp8", "bf16")
+    r = client.post(reverse("scenario-edit", args=[s.pk]), posted)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    s.refresh_from_db()
+    assert {k: s.workload.training.get(k) for k in FORMATS} == FORMATS
+    # another value replaces the stored one
+    r = client.post(reverse("scenario-edit", args=[s.pk]), {**posted, "recompute_layers": 3})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    s.refresh_from_db()
+    assert s.workload.training["recompute_layers"] == 3
+
+
+def test_emptying_an_input_removes_its_key(client: Any, make_user: Any, team: Any, catalog: Any) -> None:
+    user = make_user("planner", team=team)
+    s = _stored_scenario(team, user)
+    login(client, user)
+    posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
+    r = client.post(reverse("scenario-edit", args=[s.pk]),
+                    {**posted, "recompute_layers": "", "activation_cache": "", "optimizer_moments": ""})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    s.refresh_from_db()
+    assert not set(FORMATS) & set(s.workload.training)
+    assert (s.workload.training["precision"], s.workload.training["recompute"]) == ("fp8", "full")
+
+
+@pytest.mark.parametrize("changes,field,words", [
+    ({"recompute": "selective", "recompute_layers": 4}, "recompute_layers", "Only with full recomputation"),
+    ({"recompute": "auto", "recompute_layers": 4}, "recompute_layers", "Only with full recomputation"),
+    ({"precision": "bf16", "activation_cache": "fp8"}, "activation_cache", "Needs an fp8/fp4 precision"),
+    ({"recompute_layers": 33}, "recompute_layers", "layers (32)"),  # BUILDER_POST's model has 32 layers
+])
+def test_invalid_combinations_are_refused_beside_the_input(client: Any, make_user: Any, catalog: Any,
+                                                            changes: dict[str, Any], field: str, words: str) -> None:
+    from planning.models import Scenario
+
+    login(client, make_user("planner"))
+    client.raise_request_exception = False
+    r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "refused", **changes})
+    assert r.status_code == 400, r.status_code  # the builder page again, the errors beside the fields
+    errors = r.context["form"].errors
+    assert list(errors) == [field], errors
+    assert words in " ".join(errors[field])
+    assert words in r.content.decode().replace("&#x27;", "'")
+    assert not Scenario.objects.filter(name="refused").exists()
+
+
+@pytest.mark.parametrize("field,value", [
+    ("recompute_layers", "abc"), ("recompute_layers", "9" * 40), ("recompute_layers", "0"), ("recompute_layers", "2.5"),
+    ("activation_cache", "fp4"), ("activation_cache", "<script>"), ("optimizer_moments", "fp16"),
+    ("optimizer_moments", "auto"),
+])
+def test_hostile_values_are_refused_naming_the_input(client: Any, make_user: Any, catalog: Any, field: str,
+                                                     value: str) -> None:
+    from planning.models import Scenario
+
+    login(client, make_user("planner"))
+    client.raise_request_exception = False
+    r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "hostile", field: value})
+    assert r.status_code == 400, r.status_code
+    assert field in r.context["form"].errors
+    assert not Scenario.objects.filter(name="hostile").exists()
+
+
+def test_an_edit_that_leaves_full_recomputation_must_clear_the_layers(client: Any, make_user: Any, team: Any,
+                                                                      catalog: Any) -> None:
+    user = make_user("planner", team=team)
+    s = _stored_scenario(team, user)
+    login(client, user)
+    posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
+    r = client.post(reverse("scenario-edit", args=[s.pk]), {**posted, "recompute": "selective"})
+    assert r.status_code == 400 and "recompute_layers" in r.context["form"].errors
+    s.refresh_from_db()
+    assert s.workload.training["recompute"] == "full" and s.workload.training["recompute_layers"] == 5
+    r = client.post(reverse("scenario-edit", args=[s.pk]), {**posted, "recompute": "selective", "recompute_layers": ""})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    s.refresh_from_db()
+    assert s.workload.training["recompute"] == "selective" and "recompute_layers" not in s.workload.training
+
+
+def test_choices_are_the_engine_enums_and_engine_errors_land_on_the_inputs() -> None:
+    from engine.schema.enums import ActivationCache, OptimizerMoments
+    from portal.forms import ScenarioBuilderForm
+
+    form = ScenarioBuilderForm()
+    for name, enum in (("activation_cache", ActivationCache), ("optimizer_moments", OptimizerMoments)):
+        choices = list(form.fields[name].choices)  # type: ignore[attr-defined]
+        assert choices[0][0] == "" and choices[1:] == enum.choices()
+    bound = ScenarioBuilderForm({**BUILDER_POST})
+    assert bound.is_valid(), bound.errors
+    bound.add_path_errors({f"training.{k}": ["engine says no"] for k in FORMATS})
+    assert {k: bound.errors.get(k) for k in FORMATS} == {k: ["engine says no"] for k in FORMATS}
