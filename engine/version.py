@@ -56,6 +56,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.8.0: validation rows name the framework and release their sources date (Megatron-LM 2021-04 / 2022-05 /
     # commit 285068c8 2023-01 / f1f03922 2024-10, NeMo containers, DeepSpeed for MT-NLG 2021-10 and BLOOM 2022-03)
     "2.8.0": "3e10bba8a56f98cf3a97dbd40c970add329d18a3982427b205d160339d7a3985",
+    # 2.9.0: multi-head latent attention (model.mla: latent down-projections whole on every TP rank, up-projections
+    # and output by head, latents kept; recompute_modules mla_up_proj); DeepSeek-V2/V3 rows carry their MLA
+    "2.9.0": "56392880904a184ea5652f9cddc09f0026c49255fe41db212dbc4651cf3fb01e",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

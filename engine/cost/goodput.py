@@ -25,6 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.catalog import CatalogError, CatalogItems, items_of_kind
+from engine.document.parse import parse_model
+from engine.performance.attention_widths import attention_widths
 from engine.schema.types import FloatLike
 
 COMPONENT_UNITS = {
@@ -152,14 +154,12 @@ def param_count(model: Mapping[str, Any]) -> float:
     """Parameters of a decoder-only transformer from a scenario ``model`` section (dense or MoE)."""
     hidden = float(model["hidden"])
     layers = int(model["layers"])
-    heads = float(model["heads"])
-    kv_heads = float(model.get("kv_heads", heads))
     vocab = float(model["vocab"])
     ffn = float(model.get("ffn_hidden", 4 * hidden))
     gated = bool(model.get("gated_ffn", False))
     mats = 3.0 if gated else 2.0
-    kv_dim = hidden / heads * kv_heads
-    attn = hidden * (hidden + 2.0 * kv_dim) + hidden * hidden
+    widths = attention_widths(parse_model(model))  # Q, K, V and output (head_dim, GQA, MLA): the step model's count
+    attn = widths.sharded_macs + widths.replicated_macs
     moe = model.get("moe")
     if moe:
         experts = float(moe["experts"])

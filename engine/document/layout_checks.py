@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from engine.errors import LAYOUT_CONFLICT, ScenarioError
+from engine.schema.enums import RecomputeModule
 from engine.schema.types import ScenarioSpec
 
 
@@ -53,6 +54,9 @@ def check_layout(s: ScenarioSpec) -> None:
         if m.moe.experts % p.ep:
             raise ScenarioError("parallelism.ep", f"{p.ep} does not divide model.moe.experts={m.moe.experts}", LAYOUT_CONFLICT)
     _check_etp(s)
+    if RecomputeModule.MLA_UP_PROJ in (t.recompute_modules or ()) and m.mla is None:
+        raise ScenarioError("training.recompute_modules", "mla_up_proj needs multi-head latent attention (model.mla)",
+                            LAYOUT_CONFLICT)
     for key, values in p.choices:  # each allowed value must be one the degree can take
         for v in values:
             problem = _degree_problem(s, key, v)

@@ -57,6 +57,7 @@ from engine.schema.fields import AUTO, field, keys, required
 from engine.schema.types import (
     ClusterSpec,
     FabricSettings,
+    MlaSpec,
     ModelSpec,
     MoESpec,
     ParallelismSpec,
@@ -74,6 +75,8 @@ MODEL_KEYS = keys("model")
 MODEL_REQUIRED = required("model")
 MOE_KEYS = keys("model.moe")
 MOE_REQUIRED = required("model.moe")
+MLA_KEYS = keys("model.mla")
+MLA_REQUIRED = required("model.mla")
 TRAINING_KEYS = keys("training")
 TRAINING_REQUIRED = required("training")
 PAR_KEYS = keys("parallelism")
@@ -106,6 +109,15 @@ def _parse_moe(doc: Any, hidden: int, layers: int) -> MoESpec:
     )
 
 
+def _parse_mla(doc: Any) -> MlaSpec:
+    path = "model.mla"
+    d = read_mapping(doc, path)
+    check_keys(d, MLA_KEYS, MLA_REQUIRED, path)
+    return MlaSpec(kv_lora_rank=read_int(d, "kv_lora_rank", path), qk_nope_head_dim=read_int(d, "qk_nope_head_dim", path),
+                   qk_rope_head_dim=read_int(d, "qk_rope_head_dim", path), v_head_dim=read_int(d, "v_head_dim", path),
+                   q_lora_rank=read_int(d, "q_lora_rank", path))
+
+
 def parse_model(doc: Any) -> ModelSpec:
     path = "model"
     d = read_mapping(doc, path)
@@ -122,6 +134,13 @@ def parse_model(doc: Any) -> ModelSpec:
     if not isinstance(name, str):
         raise ScenarioError("model.name", f"must be a string, got {name!r}", WRONG_TYPE)
     moe = _parse_moe(d["moe"], hidden, layers) if d.get("moe") is not None else None
+    mla = _parse_mla(d["mla"]) if d.get("mla") is not None else None
+    if mla is not None and d.get("head_dim") is not None:
+        raise ScenarioError("model.head_dim", "model.mla sets the head widths (qk_nope_head_dim, qk_rope_head_dim, "
+                                              "v_head_dim): leave model.head_dim out")
+    if mla is not None and kv_heads != heads:
+        raise ScenarioError("model.kv_heads", f"with model.mla every head has its own K and V: kv_heads must be "
+                                              f"model.heads={heads} (or left out), got {kv_heads}")
     head_dim = read_int(d, "head_dim", path) if d.get("head_dim") is not None else 0
     if head_dim == hidden // heads:
         head_dim = 0
@@ -142,6 +161,7 @@ def parse_model(doc: Any) -> ModelSpec:
         moe=moe,
         head_dim=head_dim,
         attention_window=window,
+        mla=mla,
     )
 
 

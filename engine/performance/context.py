@@ -17,6 +17,7 @@ import numpy.typing as npt
 from engine.fabric.pinned_study import routing_source
 from engine.fabric.routing import DCQCN_HEADROOM_EFF, ROCE_FRAMING_EFF
 from engine.performance import hardware as hw
+from engine.performance.attention_widths import AttentionWidths, attention_widths
 from engine.performance.collectives.placement import Net
 from engine.performance.datatypes import (
     ADAM_STATE_BYTES,
@@ -80,6 +81,7 @@ class Context:
     kv_heads: float
     head_dim: float
     q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
+    attn: AttentionWidths  # the attention's per-token widths and projection MACs (standard or MLA)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
     expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
     allgather_dispatch: bool  # MoE tokens gathered over TP x EP (training.moe_dispatcher "allgather")
@@ -199,6 +201,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         kv_heads=float(m.kv_heads),
         head_dim=float(m.dim_head),
         q_dim=float(m.heads * m.dim_head),
+        attn=attention_widths(m),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
         expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
         allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == MoeDispatcher.ALLGATHER,

@@ -131,6 +131,11 @@ BOUNDS: dict[str, Bound] = {
     "model.moe.shared_experts": _int_bound(0, MAX_EXPERTS, "same bound as model.moe.experts"),
     "model.moe.dense_layers": _int_bound(0, MAX_LAYERS, "fewer than model.layers"),
     "model.moe.dense_ffn_hidden": _int_bound(1, MAX_FFN, "same bound as model.ffn_hidden"),
+    "model.mla.kv_lora_rank": _int_bound(1, MAX_WIDTH, "at most the widest model bound (DeepSeek-V3: 512)"),
+    "model.mla.qk_nope_head_dim": _int_bound(1, MAX_WIDTH, "at most the widest model bound (DeepSeek-V3: 128)"),
+    "model.mla.qk_rope_head_dim": _int_bound(1, MAX_WIDTH, "at most the widest model bound (DeepSeek-V3: 64)"),
+    "model.mla.v_head_dim": _int_bound(1, MAX_WIDTH, "at most the widest model bound (DeepSeek-V3: 128)"),
+    "model.mla.q_lora_rank": _int_bound(0, MAX_WIDTH, "0 (no query latent) to the widest model bound (V3: 1536)"),
     # ---- training
     "training.global_batch": _int_bound(1, MAX_GLOBAL_BATCH, "~1000x the largest published batches, ~16k sequences"),
     "training.micro_batch": _int_bound(1, MAX_MICRO_BATCH, "far beyond what any GPU's memory holds"),

@@ -121,14 +121,17 @@ class Recompute(ChoiceSet):
 class RecomputeModule(ChoiceSet):
     """What selective recomputation regenerates (training.recompute_modules; Megatron-Core --recompute-modules,
     torchtitan selective op checkpointing): the layernorm outputs, the FFN activation-function output, the
-    attention core (scores: matters only where they are materialised, unfused), or the whole FFN (its GEMMs too)."""
+    attention core (scores: matters only where they are materialised, unfused), the whole FFN (its GEMMs too), or
+    multi-head latent attention's up-projections (Q, K and V regenerated from the kept latents; needs model.mla)."""
 
     LAYERNORM = "layernorm"
     ACTIVATION = "activation"
     CORE_ATTN = "core_attn"
     MLP = "mlp"
+    MLA_UP_PROJ = "mla_up_proj"
     CHOICES = ((LAYERNORM, "Layernorm outputs"), (ACTIVATION, "FFN activation output"),
-               (CORE_ATTN, "Attention core"), (MLP, "Whole FFN (GEMMs included)"))
+               (CORE_ATTN, "Attention core"), (MLP, "Whole FFN (GEMMs included)"),
+               (MLA_UP_PROJ, "MLA up-projections (Q, K, V from the latents)"))
 
 
 #: what ``selective`` regenerates when training.recompute_modules is not given: everything except the GEMMs

@@ -170,9 +170,9 @@ FIELDS: tuple[Field, ...] = (
     _f("model.seq_len", "int", "Training sequence length", default=MANDATORY),
     _f("model.head_dim", "int", "Width of one head, for models whose heads x head_dim is not hidden",
        default_text="`hidden / heads`", write=IF_SET, unset=0,
-       more="e.g. DeepSeek-V3's MLA, approximated as 128 heads of 128 with `kv_heads` 1; sets the Q/output "
-            "projection and attention-core FLOPs. Written to the canonical document only when it differs from "
-            "the default"),
+       more="e.g. Gemma-style heads wider than hidden / heads; sets the Q/output projection and attention-core "
+            "FLOPs (multi-head latent attention has its own widths: model.mla). Written to the canonical document "
+            "only when it differs from the default"),
     _f("model.attention_window", "int", "Tokens each query attends to (sliding-window or chunked attention)",
        default_text="`seq_len` (full causal attention)", write=IF_SET, unset=0,
        more="e.g. Mistral 7B's 4,096-token sliding window: the attention core's FLOPs and fused-kernel time scale "
@@ -187,6 +187,20 @@ FIELDS: tuple[Field, ...] = (
     _f("model.moe.shared_experts", "int", "Shared experts every token goes through", default=0),
     _f("model.moe.dense_layers", "int", "First layers with a dense FFN instead of experts", default=0),
     _f("model.moe.dense_ffn_hidden", "int", "FFN inner width of the dense layers", default_text="`4 * hidden`"),
+    _f("model.mla", "object", "Multi-head latent attention (absent: standard multi-head / grouped-query)",
+       write=CUSTOM,
+       more="DeepSeek-V2/V3 and Kimi K2 attention, keys as in their released configs: K and V come from one "
+            "kv_lora_rank latent per token (plus a shared qk_rope_head_dim rotary key), queries from a "
+            "q_lora_rank latent (0: projected directly from the hidden state); heads of qk_nope_head_dim + "
+            "qk_rope_head_dim for scores and v_head_dim for values. The down-projections are replicated on every "
+            "TP rank (Megatron-Core), the up-projections and the output projection split by head. Replaces "
+            "kv_heads and head_dim (docs/performance-model.md section 1)"),
+    _f("model.mla.kv_lora_rank", "int", "Width of the compressed key/value latent", default=MANDATORY),
+    _f("model.mla.qk_nope_head_dim", "int", "Per-head query/key width without rotary position", default=MANDATORY),
+    _f("model.mla.qk_rope_head_dim", "int", "Per-head query/key rotary width (the rotary key is shared)",
+       default=MANDATORY),
+    _f("model.mla.v_head_dim", "int", "Per-head value width", default=MANDATORY),
+    _f("model.mla.q_lora_rank", "int", "Width of the compressed query latent (0: no query compression)", default=0),
     # ---- training
     _f("training.global_batch", "int", "Sequences per optimizer step", default=MANDATORY),
     _f("training.micro_batch", "int", "Sequences per micro-batch per data-parallel rank", default=AUTO, auto=True,

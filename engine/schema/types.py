@@ -125,6 +125,18 @@ class MoESpec:
 
 
 @dataclass(frozen=True)
+class MlaSpec:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): queries and keys/values projected through low-rank
+    latents; the names are the models' released configs' (q_lora_rank 0 = queries projected directly)."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     layers: int
@@ -138,6 +150,7 @@ class ModelSpec:
     moe: MoESpec | None = None
     head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
     attention_window: int = 0  # 0 = full attention; else tokens each query attends to (sliding window / chunks)
+    mla: MlaSpec | None = None  # multi-head latent attention (None: standard multi-head / grouped-query attention)
 
     @property
     def dim_head(self) -> int:
@@ -310,6 +323,8 @@ def scenario_to_dict(s: ScenarioSpec) -> dict[str, Any]:
     model = _section(s.model, "model")
     if s.model.moe is not None:
         model["moe"] = _section(s.model.moe, "model.moe")
+    if s.model.mla is not None:
+        model["mla"] = _section(s.model.mla, "model.mla")
     out: dict[str, Any] = {
         "model": model,
         "training": _section(s.training, "training"),

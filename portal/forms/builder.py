@@ -161,7 +161,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
         "model.gated_ffn": "gated_ffn", "model.vocab": "vocab", "model.seq_len": "seq_len",
-        "model.head_dim": "heads", "model.moe": "moe_experts",
+        "model.head_dim": "heads", "model.mla": "heads", "model.moe": "moe_experts",
         **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},
         "training.global_batch": "global_batch", "training.tokens": "tokens_b",
         "training.precision": "precision", "training.recompute": "recompute", "training.framework": "framework",

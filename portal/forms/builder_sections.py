@@ -39,14 +39,17 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 def model_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """``model``: the form's architecture and MoE inputs; ``head_dim`` kept while hidden and heads are."""
+    """``model``: the form's architecture and MoE inputs; ``head_dim`` and ``mla`` (multi-head latent attention)
+    kept while hidden and heads are."""
     model: dict[str, Any] = {
         "name": d["model_name"], "layers": d["layers"], "hidden": d["hidden"], "heads": d["heads"],
         "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
         "vocab": d["vocab"], "seq_len": d["seq_len"],
     }
-    if "head_dim" in base and (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"]):
-        model["head_dim"] = base["head_dim"]
+    same_heads = (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"])
+    for key in ("head_dim", "mla"):  # head widths the builder has no input for, kept while hidden and heads are
+        if key in base and same_heads:
+            model[key] = copy.deepcopy(base[key])
     moe = moe_section(d)
     if moe:
         model["moe"] = moe

@@ -63,7 +63,7 @@ def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> t
     measured FlashAttention-2 rate (bf16 also in fp8 training), one kernel pair per ring step."""
     gpu = ctx.gpu
     # the keys a causal kernel visits per query: s/2 (hardware.ATTN_CAUSAL_WORK), or w(1 - w/2s) with a window
-    work_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn_causal_keys * ctx.q_dim / lay.tp
+    work_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn_causal_keys * ctx.attn.core / lay.tp
     rate_factor = short_block_rate(np.minimum(ctx.attn_keys, ctx.seq / lay.cp))  # key range: window or CP block
     attn_rate = gpu.peak_bf16_flops * gpu.attn_eff * rate_factor
     return work_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
@@ -76,8 +76,9 @@ def unfused_attention_time(ctx: Context, lay: Layouts) -> tuple[Seconds, Seconds
     heads_local = ctx.heads / np.minimum(lay.tp, ctx.heads)
     q_len = ctx.seq / lay.cp
     cnt = lay.mb * heads_local
-    t_sc = (gemm_time(ctx, q_len, ctx.head_dim * ones, ctx.seq * ones, cnt, bf16=True)
-            + gemm_time(ctx, q_len, ctx.seq * ones, ctx.head_dim * ones, cnt, bf16=True))
+    d = ctx.attn.head_core
+    t_sc = (gemm_time(ctx, q_len, d * ones, ctx.seq * ones, cnt, bf16=True)
+            + gemm_time(ctx, q_len, ctx.seq * ones, d * ones, cnt, bf16=True))
     score_elems = cnt * q_len * ctx.seq
     fwd = t_sc + hbm_time(ctx, hw.UNFUSED_SCORE_BYTES_FWD * score_elems) + launches(UNFUSED_SCORE_KERNELS)
     bwd = (BWD_GEMM_FACTOR * t_sc + hbm_time(ctx, hw.UNFUSED_SCORE_BYTES_BWD * score_elems)

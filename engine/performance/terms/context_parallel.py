@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.performance.attention_widths import KV_TENSORS
 from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
 from engine.performance.terms.attention import AttentionCore
 from engine.performance.terms.groups import GroupComm, ParallelGroup
-from engine.performance.terms.shape import KV_TENSORS, LayoutShape
+from engine.performance.terms.shape import LayoutShape
 from engine.units import Bytes, Seconds
 
 # K,V all-gather forward; all-gather and reduce-scatter of dK,dV backward (costed as all-gathers of the same bytes).

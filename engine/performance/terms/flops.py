@@ -13,10 +13,10 @@ import numpy as np
 
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context
 from engine.performance.terms.kernels import BWD_GEMM_FACTOR, FLOPS_PER_MAC
-from engine.performance.terms.shape import KV_TENSORS
 from engine.units import Arr, BoolArr, Flops
 
-# Attention core per token: Q K^T and A V, each s x ad multiply-adds per token: 2 GEMMs x 2 FLOPs = 4 s ad.
+# Attention core per token: Q K^T and A V, each s x ad multiply-adds per token: 2 GEMMs x 2 FLOPs = 4 s ad (MLA:
+# s a (d_n + d_r) + s a d_v = 2 s x AttentionWidths.core).
 ATTN_CORE_FLOPS_PER_SEQ_ELEM = 2.0 * FLOPS_PER_MAC
 # A training step runs every GEMM forward and backward (backward = 2 x forward): 3 forwards.
 TRAINING_PASSES = 1.0 + BWD_GEMM_FACTOR
@@ -39,9 +39,10 @@ class StepFlops:
 
 
 def flops_per_token(ctx: Context) -> TokenFlops:
-    h, kvd, qd = ctx.hidden, ctx.kv_heads * ctx.head_dim, ctx.q_dim
-    attn_proj = FLOPS_PER_MAC * h * (qd + KV_TENSORS * kvd) + FLOPS_PER_MAC * qd * h  # Q, K, V; output projection
-    attn_core = ATTN_CORE_FLOPS_PER_SEQ_ELEM * ctx.attn_keys * qd  # min(window, s) keys per query
+    h = ctx.hidden
+    # Q, K, V and output projections (MLA: down-projections, up-projections, output projection)
+    attn_proj = FLOPS_PER_MAC * (ctx.attn.sharded_macs + ctx.attn.replicated_macs)
+    attn_core = ATTN_CORE_FLOPS_PER_SEQ_ELEM * ctx.attn_keys * ctx.attn.core  # min(window, s) keys per query
     dense_ffn = FLOPS_PER_MAC * ctx.mats * h * ctx.dense_ffn
     if ctx.moe:
         moe_ffn = (FLOPS_PER_MAC * ctx.mats * h * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance import hardware as hw
+from engine.performance.attention_widths import KV_TENSORS
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
 from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP8_TILE_SCALE_BYTES, FP32_BYTES
 from engine.performance.terms.attention import AttentionCore
@@ -20,7 +21,8 @@ from engine.performance.terms.kernels import (
     low_precision_linear_share,
     output_layer_bf16,
 )
-from engine.performance.terms.shape import KV_TENSORS, LayoutShape, dense_fraction, full_recompute_share, mix
+from engine.performance.terms.mla import mla_projections, mla_up_projections
+from engine.performance.terms.shape import LayoutShape, dense_fraction, full_recompute_share, mix
 from engine.schema.enums import Precision, RecomputeModule
 from engine.units import Count, Seconds
 
@@ -68,10 +70,13 @@ class LogitsCompute:
 
 
 def attention_gemms(ctx: Context, lay: Layouts, shape: LayoutShape) -> Seconds:
+    """The attention's projection GEMMs, forward [s]: QKV (MLA: down- and up-projections, terms.mla) and the
+    output projection (M x a d_v / t) @ (a d_v / t x h)."""
     ones = np.ones_like(lay.tp)
-    m_tok, h, qd = shape.microbatch_tokens, ctx.hidden, ctx.q_dim
-    return (gemm_time(ctx, m_tok, h * ones, (qd / lay.tp + KV_TENSORS * shape.kv_local_elems))
-            + gemm_time(ctx, m_tok, qd / lay.tp, h * ones))
+    m_tok, h = shape.microbatch_tokens, ctx.hidden
+    qkv = (mla_projections(ctx, lay, shape) if ctx.attn.mla
+           else gemm_time(ctx, m_tok, h * ones, (ctx.attn.q / lay.tp + KV_TENSORS * shape.kv_local_elems)))
+    return qkv + gemm_time(ctx, m_tok, ctx.attn.o / lay.tp, h * ones)
 
 
 def cast_bytes_per_elem(ctx: Context) -> float:
@@ -97,24 +102,25 @@ def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, 
         return zeros, zeros
     cast_bytes = cast_bytes_per_elem(ctx)
     tp, f = lay.tp, shape.moe_layer_fraction
-    qd, kvd = ctx.q_dim, ctx.kv_heads * ctx.head_dim
+    a = ctx.attn
     f_eff = dense_fraction(shape) * ctx.dense_ffn + f * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
     # training.activation_cache fp8: the FFN-in outputs are quantised once forward and dequantised once backward
     cache = fp8_ffn_cache_pass_bytes(ctx) * (ctx.mats - 1.0) * f_eff / tp
-    cast_fwd = cast_bytes * (qd / tp + f_eff / tp) + cache
-    cast_bwd = cast_bytes * ((qd + KV_TENSORS * kvd) / tp + FP8_H_WIDE_GRADS * ctx.hidden
+    cast_fwd = cast_bytes * (a.o / tp + f_eff / tp) + cache
+    cast_bwd = cast_bytes * ((a.q + a.k_v) / tp + FP8_H_WIDE_GRADS * ctx.hidden
                                     / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp) + cache
     m_tok = shape.microbatch_tokens
     return (hbm_time(ctx, m_tok * cast_fwd) + launches(FP8_CAST_KERNELS_FWD),
             hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD))
 
 
-def selective_recompute(ctx: Context, shape: LayoutShape, attn: AttentionCore, ffn_gemm_s: Seconds,
+def selective_recompute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: AttentionCore, ffn_gemm_s: Seconds,
                         activation_elems: Count) -> Seconds:
     """What selective recomputation costs per layer and micro-batch, module by module (ctx.recompute_modules):
     layernorm = an HBM pass over the two layernorm outputs (4h / sp elements per token) + 2 launches; activation =
     a pass over the FFN activation's elements + 1 launch; core_attn = the attention core's forward where it is
-    unfused (a fused kernel stores no scores to drop); mlp = the FFN's forward GEMMs + its activation."""
+    unfused (a fused kernel stores no scores to drop); mlp = the FFN's forward GEMMs + its activation; mla_up_proj =
+    MLA's up-projection GEMMs (terms.mla)."""
     mods = ctx.recompute_modules
     m_tok = shape.microbatch_tokens
     out = np.zeros_like(np.asarray(m_tok, dtype=np.float64))
@@ -127,6 +133,8 @@ def selective_recompute(ctx: Context, shape: LayoutShape, attn: AttentionCore, f
         out = out + ffn_gemm_s
     if RecomputeModule.CORE_ATTN in mods:
         out = out + np.where(attn.unfused, attn.forward_s, 0.0)
+    if RecomputeModule.MLA_UP_PROJ in mods and ctx.attn.mla:
+        out = out + mla_up_projections(ctx, lay, shape)
     return out
 
 
@@ -139,7 +147,7 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
     cast_fwd, cast_bwd = fp8_casts(ctx, lay, shape)
     fwd = gemm_fwd + attn.forward_s + ew_fwd + cast_fwd
     bwd = BWD_GEMM_FACTOR * gemm_fwd + attn.backward_s + BWD_EW_FACTOR * ew_fwd + cast_bwd
-    sel = selective_recompute(ctx, shape, attn, ffn_gemm_s=gemm_fwd - t_attn_gemm,
+    sel = selective_recompute(ctx, lay, shape, attn, ffn_gemm_s=gemm_fwd - t_attn_gemm,
                               activation_elems=mix(shape, dense.activation_elems, moe.activation_elems))
     rc_s = np.where(rc >= RECOMPUTE_FULL, full_recompute_share(ctx, lay) * fwd,
                     np.where(rc >= RECOMPUTE_SELECTIVE, sel, 0.0))

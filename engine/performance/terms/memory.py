@@ -4,7 +4,8 @@ buffers, logits. docs/performance-model.md s.6 (equations and sources).
 Activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE; attention scores are
 never stored by a fused kernel, so no 5as^2 term). Replicated part (divided by t only with sequence parallelism):
 layernorm inputs 2 x 2h and the QKV and FFN-in GEMM inputs 2 x 2h (8h), with hidden dropout two 1-byte masks (+2h).
-Sharded part: Q and the attention output 2 x 2qd, K and V 4gd, the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
+Sharded part: Q and the attention output 2 x 2qd, K and V 4gd (MLA: Q, K, V and output at their widths plus the
+latents, replicated; engine.performance.attention_widths), the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
 Engine): the GEMMs keep their fp8-cast inputs for the weight gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out
 input 1 B (-f); the attention output stays bf16 and the output projection keeps its own fp8 copy (+qd). MoE: the
 FFN part per active expert, plus each routed copy of the token (the experts' input in the dispatch precision and
@@ -40,9 +41,9 @@ HBM_BYTES_PER_CATALOG_GB = 2.0**30 / 1e9 * 0.9956
 ACT_REPLICATED_PER_H = 8.0  # layernorm inputs 2 x 2h + QKV and FFN-in GEMM inputs 2 x 2h
 DROPOUT_MASKS_PER_H = 2.0  # two 1-byte hidden-dropout masks
 FP8_GEMM_INPUTS_SAVED_PER_H = 2.0  # QKV and FFN-in inputs kept as fp8 (1 B) instead of bf16
-ACT_Q_AND_OUTPUT_PER_QD = 4.0  # Q and the attention output, 2 B each
 FP8_OUTPUT_PROJ_COPY_PER_QD = 1.0  # the output projection's own fp8 input copy
-ACT_KV_PER_GD = 2.0 * BYTES_ACT  # K and V
+# Q, K, V and the attention output are kept in bf16 (BYTES_ACT each element: AttentionWidths.q, k_v, o); MLA also
+# keeps its latents (AttentionWidths.latent_elems, replicated over TP).
 FFN_ACT_PER_F = {2.0: 4.0, 3.0: 6.0}  # by FFN matrices: GeLU (FFN-in output + activation 2 x 2f), SwiGLU (3 x 2f)
 FP8_FFN_OUT_INPUT_SAVED_PER_F = 1.0  # FFN-out input kept as fp8
 # Selective recomputation drops what it regenerates: the layernorm outputs (= QKV and FFN-in GEMM inputs, 2 x 2h;
@@ -103,25 +104,24 @@ def memory_uncertain(total_bytes: Bytes, gpu: GpuSpec) -> Count:
 
 def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerActivations:
     tp, rc, sp_div = lay.tp, lay.recompute, shape.sequence_shard_ranks
-    h, f_d, qd = ctx.hidden, ctx.dense_ffn, ctx.q_dim
-    kvd = ctx.kv_heads * ctx.head_dim
+    h, f_d, a = ctx.hidden, ctx.dense_ffn, ctx.attn
     fp8 = ctx.elem_bytes < BF16_BYTES  # fp8, MXFP8, NVFP4: GEMM inputs saved quantised (NVFP4 counted as fp8's 1 B)
     rep = (ACT_REPLICATED_PER_H + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
-           - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
+           - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h + BYTES_ACT * a.latent_elems
     ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0) - fp8_ffn_cache_saved_per_f(ctx)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
     # dispatched copies as the dispatch sends them (expert_parallel.dispatch_elem_bytes); an expert-TP group of
     # etp ranks holds etp / t of its attention-TP group's routed copies (Layouts.expert_fold; 1 without folding)
     routed_copies = f * (dispatch_elem_bytes(ctx) + BYTES_ACT) * ctx.top_k * h * lay.expert_fold
-    shard = ((ACT_Q_AND_OUTPUT_PER_QD + (FP8_OUTPUT_PROJ_COPY_PER_QD if fp8 else 0.0)) * qd + ACT_KV_PER_GD * kvd
+    shard = (BYTES_ACT * (a.q + a.o + a.k_v) + (FP8_OUTPUT_PROJ_COPY_PER_QD * a.o if fp8 else 0.0)
              + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
     stored = rep / sp_div + shard / tp + routed_copies
-    ln_out = (SELECTIVE_LN_OUTPUT_PER_H - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h
+    ln_out = (SELECTIVE_LN_OUTPUT_PER_H - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h + BYTES_ACT * a.latent_norm_elems
     act_out = SELECTIVE_ACT_OUTPUT_PER_F - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
     ffn_widths = (1.0 - f) * f_d + f * ctx.expert_ffn * active_experts
     saved = selective_saved_bytes(ctx.recompute_modules, ln_out / sp_div, act_out * ffn_widths / tp,
-                                  ffn_per_f * ffn_widths / tp)
+                                  ffn_per_f * ffn_widths / tp, BYTES_ACT * a.up_proj_out_elems / tp)
     scores = np.where(unfused_attention(ctx, lay.cp),
                       UNFUSED_SCORE_BYTES_KEPT * ctx.heads * ctx.seq / np.minimum(tp, ctx.heads), 0.0)
     scores_selective = 0.0 if RecomputeModule.CORE_ATTN in ctx.recompute_modules else scores
@@ -141,12 +141,15 @@ def fp8_ffn_cache_saved_per_f(ctx: Context) -> float:
 
 
 def selective_saved_bytes(modules: frozenset[str], layernorm_out: Count, activation_out: Count,
-                          ffn_internal: Count) -> Count:
+                          ffn_internal: Count, mla_up_proj_out: Count | float = 0.0) -> Count:
     """Bytes per token per layer that selective recomputation of ``modules`` drops (training.recompute_modules):
     the layernorm outputs (QKV and FFN-in GEMM inputs) for "layernorm"; the FFN activation output (the FFN-out GEMM
     input) for "activation"; every activation inside the FFN (its input, the checkpoint, stays) for "mlp", which
-    includes the activation output. The unfused attention scores ("core_attn") are dropped by the caller."""
+    includes the activation output; MLA's Q, K and V (the up-projections' outputs) for "mla_up_proj". The unfused
+    attention scores ("core_attn") are dropped by the caller."""
     out = layernorm_out if RecomputeModule.LAYERNORM in modules else 0.0
+    if RecomputeModule.MLA_UP_PROJ in modules:
+        out = out + mla_up_proj_out
     if RecomputeModule.MLP in modules:
         return out + ffn_internal
     if RecomputeModule.ACTIVATION in modules:

@@ -7,11 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.context import Context, Layouts
-from engine.performance.terms.shape import KV_TENSORS, LayoutShape
+from engine.performance.terms.shape import LayoutShape
 from engine.units import Count
 
-# Attention weight matrices of width ad: the query projection and the output projection (K and V: KV_TENSORS).
-ATTN_QO_MATRICES = 2.0
 # Vocabulary matrices on the bottleneck rank: without pipelining one stage holds the input embedding and the
 # (untied) output layer; with pipelining the first stage holds the embedding only.
 VOCAB_MATRICES_ONE_STAGE = 2.0
@@ -23,6 +21,7 @@ class LayerParams:
     """Parameters of one layer of the model (not split by any parallelism)."""
 
     attention_params: float
+    attention_replicated_params: float  # of which on every TP rank (MLA down-projections)
     dense_ffn_params: float
     expert_params: float  # one expert's FFN
 
@@ -39,8 +38,9 @@ class GpuParams:
 
 def params_per_layer(ctx: Context) -> LayerParams:
     h = ctx.hidden
-    attn = ATTN_QO_MATRICES * h * ctx.q_dim + KV_TENSORS * h * ctx.kv_heads * ctx.head_dim
-    return LayerParams(attention_params=attn, dense_ffn_params=ctx.mats * h * ctx.dense_ffn,
+    a = ctx.attn  # a linear layer has one weight per multiply-add per token
+    return LayerParams(attention_params=a.sharded_macs + a.replicated_macs, attention_replicated_params=a.replicated_macs,
+                       dense_ffn_params=ctx.mats * h * ctx.dense_ffn,
                        expert_params=ctx.mats * h * ctx.expert_ffn)
 
 
@@ -56,7 +56,8 @@ def gpu_params(ctx: Context, lay: Layouts, shape: LayoutShape) -> GpuParams:
         folded = (ctx.experts / ep * p.expert_params / etp + ctx.shared_experts * p.expert_params / tp
                   + h * ctx.experts)
         moe_p_gpu = np.where(lay.folded, folded, moe_p_gpu)
-    layer_p_gpu = p.attention_params / tp + (1.0 - f) * p.dense_ffn_params / tp + f * moe_p_gpu
+    attn_gpu = (p.attention_params - p.attention_replicated_params) / tp + p.attention_replicated_params
+    layer_p_gpu = attn_gpu + (1.0 - f) * p.dense_ffn_params / tp + f * moe_p_gpu
     vocab = ctx.vocab * h / tp * np.where(lay.pp > 1, VOCAB_MATRICES_PIPELINED, VOCAB_MATRICES_ONE_STAGE)
     experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / etp
     total = shape.stage_layers * layer_p_gpu + vocab

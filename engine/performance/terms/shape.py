@@ -7,11 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.performance.attention_widths import KV_TENSORS
 from engine.performance.context import Context, Layouts
 from engine.units import Count, Ratio
-
-# Attention keeps two tensors per KV head: K and V (GQA: g KV heads of width d, shared by a/g query heads).
-KV_TENSORS = 2.0
 
 
 @dataclass(frozen=True)
@@ -19,7 +17,7 @@ class LayoutShape:
     microbatch_tokens: Count  # M = b s / c: tokens of one micro-batch on one GPU
     microbatch_count: Count  # m = B / (d b): micro-batches per step
     sequence_shard_ranks: Count  # t with sequence parallelism, else 1: what divides the non-TP regions
-    kv_local_elems: Count  # K (or V) width per TP rank: g d / min(t, g)
+    kv_local_elems: Count  # K (or V) width per TP rank: g d / min(t, g) (MLA: (K + V) / 2 over t)
     grad_reduce_ranks: Count  # d c: the ranks gradients are reduced over
     zero_shard_ranks: Count  # g: the ranks ZeRO shards the model states over (HSDP: training.shard_group; else d c)
     replica_ranks: Count  # d c / g: the shard groups that replicate them (1 without HSDP)
@@ -39,7 +37,7 @@ def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
         microbatch_tokens=lay.mb * ctx.seq / lay.cp,
         microbatch_count=ctx.global_batch / (lay.dp * lay.mb),
         sequence_shard_ranks=np.where(lay.sp, lay.tp, 1.0),
-        kv_local_elems=ctx.kv_heads * ctx.head_dim / np.minimum(lay.tp, ctx.kv_heads),
+        kv_local_elems=ctx.attn.k_v / KV_TENSORS / np.minimum(lay.tp, ctx.attn.kv_split_heads),
         grad_reduce_ranks=dpc,
         zero_shard_ranks=shard,
         replica_ranks=dpc / shard,

@@ -115,3 +115,16 @@ def test_failure_rate_scale_and_fixed_interval() -> None:
     base = goodput(inputs())
     assert g["mean_time_to_interrupt_h"] == pytest.approx(base["mean_time_to_interrupt_h"] / 2)
     assert g["checkpoint_interval_min"] == 30.0
+
+
+@pytest.mark.parametrize(("run_id", "published_b"), [("deepseek-v3-2048-h800", 671.0), ("deepseek-v2-h800", 236.0)])
+def test_param_count_of_mla_models_is_their_published_total(run_id: str, published_b: float) -> None:
+    """DeepSeek-V3 671B (arXiv 2412.19437 abstract, without the 14B MTP module), DeepSeek-V2 236B (arXiv 2405.04434
+    abstract): MLA's five attention matrices per layer, not the standard h x (q + 2kv) + q x h."""
+    import json
+
+    from engine.validation.runs import HOLDOUT_RUNS
+
+    runs = json.loads(HOLDOUT_RUNS.read_text(encoding="utf-8"))["runs"]
+    model = next(r for r in runs if r["id"] == run_id)["scenario"]["model"]
+    assert param_count(model) / 1e9 == pytest.approx(published_b, rel=0.005)

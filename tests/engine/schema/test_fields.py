@@ -24,7 +24,7 @@ from engine.schema.fields import (
 from engine.schema.types import scenario_to_dict
 from tests.engine._scenarios import scenario
 
-SECTIONS = ("", "model", "model.moe", "training", "parallelism", "cluster", "costs", "costs.goodput", "uncertainty")
+SECTIONS = ("", "model", "model.moe", "model.mla", "training", "parallelism", "cluster", "costs", "costs.goodput", "uncertainty")
 
 
 def test_every_number_has_its_bound_and_every_document_bound_is_declared() -> None:
@@ -54,6 +54,7 @@ def test_the_parser_key_sets_are_the_declaration() -> None:
     assert parse.MODEL_REQUIRED == ("layers", "hidden", "heads", "vocab", "seq_len")
     assert keys("cluster") == parse.CLUSTER_KEYS and parse.CLUSTER_REQUIRED == ("gpu", "gpus")
     assert keys("parallelism") == parse.PAR_KEYS and keys("model.moe") == parse.MOE_KEYS
+    assert keys("model.mla") == parse.MLA_KEYS
     assert keys("costs") == costs_section.COST_KEYS and keys("costs.goodput") == costs_section.GOODPUT_KEYS
     assert keys("uncertainty") == ranges.UNCERTAINTY_KEYS
 
@@ -93,6 +94,11 @@ def test_every_choice_is_accepted_and_nothing_else(f: Any) -> None:
 def test_every_choice_set_is_accepted_as_a_list_and_nothing_else(f: Any) -> None:
     values = list(f.choices.values())
     doc = scenario()
+    if "mla_up_proj" in values:  # recomputing MLA's up-projections needs an MLA model
+        doc["model"].pop("kv_heads", None)
+        doc["model"].pop("head_dim", None)
+        doc["model"]["mla"] = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                               "v_head_dim": 128}
     doc[f.section][f.key] = list(reversed(values))
     assert getattr(getattr(parse_scenario(doc), f.section), f.key) == tuple(values)  # the enum's order
     for bad, where, code in ((values[0], f.path, WRONG_TYPE), ([values[0], "magic"], f"{f.path}.1", NOT_A_CHOICE)):
