@@ -67,3 +67,17 @@ def test_validation_report_writes_markdown(tmp_path: Path) -> None:
     assert "MAPE" in out.getvalue()
     assert "| llama3-405b-8192-cp1 |" in target.read_text()
     assert json.loads(bands.read_text())["bands"]
+
+
+def test_awkward_size_note_reaches_the_cli(tmp_path: Path) -> None:
+    """2,016 GPUs factor badly (tests/simulations/services/test_advice_sizing_service.py): the CLI says so, in JSON
+    and in the table, as the API and the portal do; 2,304 factors well and gets no note."""
+    from tests.engine.performance.test_advice_sizing import doc
+
+    f = tmp_path / "awkward.json"
+    f.write_text(json.dumps(doc(2016)))
+    notes = json.loads(run(str(f)))["notes"]
+    assert any(n.startswith("Awkward size: 2,016 GPUs") for n in notes)
+    assert "note: Awkward size: 2,016 GPUs" in run(str(f), "--format", "table")
+    f.write_text(json.dumps(doc(2304)))
+    assert not any(n.startswith("Awkward size") for n in json.loads(run(str(f)))["notes"])
