@@ -59,6 +59,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.9.0: multi-head latent attention (model.mla: latent down-projections whole on every TP rank, up-projections
     # and output by head, latents kept; recompute_modules mla_up_proj); DeepSeek-V2/V3 rows carry their MLA
     "2.9.0": "56392880904a184ea5652f9cddc09f0026c49255fe41db212dbc4651cf3fb01e",
+    # 2.9.1: no result changes: one reader of the catalog's node_sizes (ClusterSpec.rack_scale, set by the parser)
+    "2.9.1": "5b677ee9bb732dda7dad0368998fdca72f1506aa28651ffc1e4a52dced80d35f",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -296,6 +296,7 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
         in_network_reduction=bool(read_bool(d, "in_network_reduction", path,
                                         default=declared_default("cluster.in_network_reduction"))),
         gpus_per_rack=per_rack,
+        rack_scale=bool(sizes),
     )
 
 

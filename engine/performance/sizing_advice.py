@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import CatalogItems, get_item
+from engine.catalog import CatalogItems
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.advice import (
@@ -235,7 +235,7 @@ def sizing_advice(doc: Mapping[str, Any], catalog: CatalogItems | None = None, *
         return None
     gpus, gpn, batch = s.cluster.gpus, s.cluster.gpus_per_node, s.training.global_batch
     used = s.cluster.gpus_used_per_node  # gpn, or the document's cluster.gpus_per_rack
-    rack_scale = bool((get_item(s.cluster.gpu, "gpu", "cluster.gpu", catalog).get("specs") or {}).get("node_sizes"))
+    rack_scale = s.cluster.rack_scale
     options: list[SizeOption] = []
     for unit in _units(used):
         for n in nearest_well_factored(doc, gpus, used, unit, catalog):

@@ -234,6 +234,9 @@ class ClusterSpec:
     in_network_reduction: bool = False
     # GPUs the job uses in each rack-scale NVLink domain (cluster.gpus_per_rack); None = all gpus_per_node
     gpus_per_rack: int | None = None
+    # a rack-scale system (GB200 / GB300 NVL72: the catalog GPU's node_sizes), sold and cabled as whole racks; set by
+    # the parser, the one reader of node_sizes
+    rack_scale: bool = False
 
     @property
     def gpus_used_per_node(self) -> int:

@@ -230,3 +230,10 @@ def test_the_dead_end_advice_steps_in_racks_of_the_gpus_used() -> None:
 def test_catalog_racks_are_the_ones_priced() -> None:
     assert default_catalog()["GB300-NVL72"]["unit_price_usd"] == RACK_PRICE
     assert default_catalog()["GB300-NVL72"]["specs"]["hosts_per_server"] == 18
+
+
+@pytest.mark.parametrize(("gpu", "gpn", "rack_scale"), [("GB300", 72, True), ("H100-SXM", 8, False)])
+def test_the_parser_says_whether_a_cluster_is_rack_scale(gpu: str, gpn: int, rack_scale: bool) -> None:
+    """One reader of the catalog's node_sizes (GB300 NVL72 is sold as 72-GPU racks; an HGX server is not)."""
+    c = parse_cluster({"gpu": gpu, "gpus": 144, "gpus_per_node": gpn})
+    assert c.rack_scale is rack_scale
