@@ -61,6 +61,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.9.0": "56392880904a184ea5652f9cddc09f0026c49255fe41db212dbc4651cf3fb01e",
     # 2.9.1: no result changes: one reader of the catalog's node_sizes (ClusterSpec.rack_scale, set by the parser)
     "2.9.1": "5b677ee9bb732dda7dad0368998fdca72f1506aa28651ffc1e4a52dced80d35f",
+    # 2.9.2: no result changes: the TP-overlap refit sets the Megatron-Core records through one helper
+    "2.9.2": "6ba618f79f08d02a13ff97aab1ef05a6e31ad5b9fee80004f4c57b35a752163e",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

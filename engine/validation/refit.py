@@ -170,13 +170,19 @@ def _has_tp(run: dict[str, Any]) -> bool:
     return isinstance(tp, int) and tp > 1 and framework in ("auto", Framework.MEGATRON_CORE)
 
 
+def _set_megatron_tp_overlap(value: float) -> None:
+    """Every dated Megatron-Core record (and the current one) with ``tp_overlap`` = value."""
+    name = Framework.MEGATRON_CORE
+    frameworks.RELEASES[name] = tuple(dataclasses.replace(p, tp_overlap=value) for p in frameworks.RELEASES[name])
+    frameworks.PROFILES[name] = frameworks.RELEASES[name][-1]
+
+
 @contextmanager
 def _megatron_tp_overlap(value: float) -> Iterator[None]:
     name = Framework.MEGATRON_CORE
     saved = frameworks.RELEASES[name], frameworks.PROFILES[name]
     try:
-        frameworks.RELEASES[name] = tuple(dataclasses.replace(p, tp_overlap=value) for p in saved[0])
-        frameworks.PROFILES[name] = frameworks.RELEASES[name][-1]
+        _set_megatron_tp_overlap(value)
         yield
     finally:
         frameworks.RELEASES[name], frameworks.PROFILES[name] = saved
@@ -194,15 +200,9 @@ def tp_overlap_refit(sources: Sequence[str]) -> RefitHook:
             yield
             return
         rows = calibration_rows(runs, all_sources, where=_has_tp)
-        def set_value(value: float) -> None:
-            name = Framework.MEGATRON_CORE
-            frameworks.RELEASES[name] = tuple(dataclasses.replace(p, tp_overlap=value)
-                                              for p in frameworks.RELEASES[name])
-            frameworks.PROFILES[name] = frameworks.RELEASES[name][-1]
-
         with _megatron_tp_overlap(start):
             if rows:
-                solve(lambda v: set_value(v - OVERLAP_SHIFT), start + OVERLAP_SHIFT, lambda: mean_log_residual(rows),
+                solve(lambda v: _set_megatron_tp_overlap(v - OVERLAP_SHIFT), start + OVERLAP_SHIFT, lambda: mean_log_residual(rows),
                       (OVERLAP_BOUNDS[0] + OVERLAP_SHIFT, OVERLAP_BOUNDS[1] + OVERLAP_SHIFT))
             yield
     return hook
