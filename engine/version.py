@@ -63,6 +63,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.9.1": "5b677ee9bb732dda7dad0368998fdca72f1506aa28651ffc1e4a52dced80d35f",
     # 2.9.2: no result changes: the TP-overlap refit sets the Megatron-Core records through one helper
     "2.9.2": "6ba618f79f08d02a13ff97aab1ef05a6e31ad5b9fee80004f4c57b35a752163e",
+    # 2.9.3: no result changes: Context drops kv_heads, head_dim and q_dim (the attention's widths are Context.attn)
+    "2.9.3": "7fcf9613459b41c0326de5176f6da7682b24422736a8fcaaddc68e911dde2d06",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -78,9 +78,6 @@ class Context:
     layers: int
     hidden: float
     heads: float
-    kv_heads: float
-    head_dim: float
-    q_dim: float  # heads x head_dim (= hidden unless model.head_dim is set)
     attn: AttentionWidths  # the attention's per-token widths and projection MACs (standard or MLA)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
     expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
@@ -198,9 +195,6 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         layers=m.layers,
         hidden=float(m.hidden),
         heads=float(m.heads),
-        kv_heads=float(m.kv_heads),
-        head_dim=float(m.dim_head),
-        q_dim=float(m.heads * m.dim_head),
         attn=attention_widths(m),
         unfused_attn=(t.attention or gpu.default_attention) == "unfused",
         expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
