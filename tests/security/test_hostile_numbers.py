@@ -20,6 +20,7 @@ from tests.security.test_hostile_input import _fingerprint
 pytestmark = pytest.mark.django_db
 
 MOE = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}
+MLA = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}
 # Raw JSON text for each hostile value (1e400 is valid JSON that Python reads as infinity).
 HUGE = ["1e308", "-1e308", "1e400", "1" + "0" * 400]
 NON_INTEGRAL = ["2.5", "-0.5"]
@@ -45,6 +46,10 @@ def _document_with(field: str, raw: str) -> str:
     doc = document()
     if field.startswith("model.moe."):
         doc["model"]["moe"] = dict(MOE)
+    if field.startswith("model.mla."):  # multi-head latent attention: every head has its own K and V
+        doc["model"]["mla"] = dict(MLA)
+        doc["model"].pop("kv_heads", None)
+        doc["model"].pop("head_dim", None)
     if field == "costs.prices.*":
         field = "costs.prices.QM9700"
     node: dict[str, Any] = doc
