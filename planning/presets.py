@@ -56,6 +56,21 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}},
         "training": {"global_batch": 1024, "tokens": 8e12},
     },
+    # DeepSeek-V3 671B: DeepSeek-AI 2024 (arXiv 2412.19437) Sec. 4.2 and the released config.json: 61 layers,
+    # hidden 7168, 128 heads with multi-head latent attention (query latent 1536, KV latent 512, per-head
+    # query/key 128 + rotary 64, value 128), first 3 layers dense (SwiGLU 18432), then 1 shared + 256 routed
+    # experts of 2048, top-8; vocab 129,280; 14.8T tokens, the batch ramped up to 15,360 sequences of 4K tokens.
+    # Multi-token prediction is not modelled.
+    "deepseek-v3": {
+        "label": "DeepSeek-V3 671B (MoE, MLA)",
+        "model": {"name": "DeepSeek-V3", "layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128,
+                  "ffn_hidden": 18432, "gated_ffn": True, "vocab": 129280, "seq_len": 4096,
+                  "moe": {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
+                          "dense_layers": 3, "dense_ffn_hidden": 18432},
+                  "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                          "qk_rope_head_dim": 64, "v_head_dim": 128}},
+        "training": {"global_batch": 15360, "tokens": 14.8e12},
+    },
     "mistral-7b": {
         "label": "Mistral 7B",
         "model": {"name": "Mistral-7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,

@@ -11,6 +11,11 @@ MOE_PRESET_FIELDS = {
     "moe_experts": "experts", "moe_top_k": "top_k", "moe_expert_ffn": "expert_ffn_hidden",
     "moe_shared_experts": "shared_experts", "moe_dense_layers": "dense_layers", "moe_dense_ffn": "dense_ffn_hidden",
 }
+#: builder field -> model.mla key (multi-head latent attention; portal.forms.builder_sections reads it)
+MLA_PRESET_FIELDS = {
+    "mla_kv_lora_rank": "kv_lora_rank", "mla_q_lora_rank": "q_lora_rank", "mla_qk_nope_head_dim": "qk_nope_head_dim",
+    "mla_qk_rope_head_dim": "qk_rope_head_dim", "mla_v_head_dim": "v_head_dim",
+}
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -22,6 +27,7 @@ def preset_form_fields(key: str) -> dict[str, Any]:
     p = PRESETS[key]
     m, t = p["model"], p["training"]
     moe = m.get("moe") or {}
+    mla = m.get("mla") or {}
     return {
         "model_name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m["kv_heads"], "ffn_hidden": m["ffn_hidden"], "gated_ffn": m["gated_ffn"],
@@ -29,6 +35,8 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         "tokens_b": _tidy(t["tokens"] / 1e9),
         # a dense preset clears the MoE inputs ("" empties the field in the browser)
         **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},
+        # and a standard-attention preset the multi-head latent attention inputs
+        **{field: mla.get(key, "") for field, key in MLA_PRESET_FIELDS.items()},
     }
 
 

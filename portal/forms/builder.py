@@ -14,6 +14,7 @@ from planning.services import gpu_server_item
 from portal.forms.builder_costs import DEFAULT_DISTRIBUTION, costs_section, uncertainty_section
 from portal.forms.builder_initial import initial_from_document
 from portal.forms.builder_sections import (
+    MLA_FIELDS,
     MOE_FIELDS,
     cluster_section,
     model_section,
@@ -70,6 +71,14 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     moe_dense_layers = int_input("model.moe.dense_layers", required=False, label="Dense layers first")
     moe_dense_ffn = int_input("model.moe.dense_ffn_hidden", required=False, label="Dense-layer FFN hidden",
                               help_text="Empty = the FFN hidden above")
+    # multi-head latent attention (all empty = standard multi-head / grouped-query attention)
+    mla_kv_lora_rank = int_input("model.mla.kv_lora_rank", required=False, label="MLA KV latent rank",
+                                 help_text="Width of the compressed key/value latent; empty = standard attention")
+    mla_q_lora_rank = int_input("model.mla.q_lora_rank", required=False, label="MLA query latent rank",
+                                help_text="Width of the compressed query latent; empty or 0 = no query compression")
+    mla_qk_nope_head_dim = int_input("model.mla.qk_nope_head_dim", required=False, label="MLA query/key head width")
+    mla_qk_rope_head_dim = int_input("model.mla.qk_rope_head_dim", required=False, label="MLA rotary head width")
+    mla_v_head_dim = int_input("model.mla.v_head_dim", required=False, label="MLA value head width")
     global_batch = int_input("training.global_batch", label="Global batch (sequences)")
     tokens_b = number_input("training.tokens", scale=1e9, label="Training tokens (billions)")
     precision = forms.ChoiceField(choices=PRECISION_CHOICES, initial=field("training.precision").default,
@@ -161,8 +170,9 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
         "model.gated_ffn": "gated_ffn", "model.vocab": "vocab", "model.seq_len": "seq_len",
-        "model.head_dim": "heads", "model.mla": "heads", "model.moe": "moe_experts",
+        "model.head_dim": "heads", "model.mla": "mla_kv_lora_rank", "model.moe": "moe_experts",
         **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},
+        **{f"model.mla.{key}": field for field, key in MLA_FIELDS.items()},
         "training.global_batch": "global_batch", "training.tokens": "tokens_b",
         "training.precision": "precision", "training.recompute": "recompute", "training.framework": "framework",
         "training.moe_dispatcher": "moe_dispatcher", "training.expert_kernel": "moe_dispatcher",
@@ -304,6 +314,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                     self.add_error(name, "Required for a mixture-of-experts model.")
         elif any(data.get(n) for n in ("moe_top_k", "moe_expert_ffn", "moe_shared_experts", "moe_dense_layers")):
             self.add_error("moe_experts", "Give the number of routed experts, or clear the MoE fields.")
+        self._clean_mla(data)
         self._clean_training_formats(data)
         if data.get("preset") and data["preset"] != "custom" and data["preset"] not in PRESETS:
             self.add_error("preset", "Unknown preset.")
@@ -327,6 +338,21 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
             if item is None or not item.get("unit_price_usd"):
                 self.add_error("server_price_low_pct", "No list price for this GPU's server in the catalog.")
         return data
+
+    def _clean_mla(self, data: Mapping[str, Any]) -> None:
+        """Multi-head latent attention: its head widths with the KV latent rank, and every head its own K and V
+        (the engine refuses other KV heads; the form says so beside the input rather than change it)."""
+        if data.get("mla_kv_lora_rank"):
+            for name in ("mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim"):
+                if not data.get(name) and name not in self.errors:
+                    self.add_error(name, "Required for multi-head latent attention.")
+            heads, kv_heads = data.get("heads"), data.get("kv_heads")
+            if heads and kv_heads and kv_heads != heads and "kv_heads" not in self.errors:
+                self.add_error("kv_heads", f"With multi-head latent attention every head has its own key and "
+                                           f"value: give the attention heads ({heads}).")
+        elif any(data.get(n) for n in ("mla_q_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim",
+                                       "mla_v_head_dim")):
+            self.add_error("mla_kv_lora_rank", "Give the KV latent rank, or clear the latent attention fields.")
 
     def _clean_training_formats(self, data: Mapping[str, Any]) -> None:
         """The training formats' rules, refused beside their inputs. The engine's parser refuses the two combinations

@@ -17,7 +17,7 @@ from typing import Any
 from engine.schema.enums import ActivationCache, Precision, Recompute
 from engine.schema.fields import keys
 from portal.forms.common import FLEET_CLUSTER_FIELDS
-from portal.presets import MOE_PRESET_FIELDS
+from portal.presets import MLA_PRESET_FIELDS, MOE_PRESET_FIELDS
 
 #: optional training inputs, each written only when given (its form field has the key's name); empty = not written
 OPTIONAL_TRAINING = ("recompute_layers", "activation_cache", "optimizer_moments")
@@ -32,6 +32,7 @@ KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement")
 #: the degrees the manual mode shows
 DEGREES = ("tp", "pp", "cp", "ep")
 MOE_FIELDS = MOE_PRESET_FIELDS  # form field -> model.moe key
+MLA_FIELDS = MLA_PRESET_FIELDS  # form field -> model.mla key
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -39,17 +40,23 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 def model_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """``model``: the form's architecture and MoE inputs; ``head_dim`` and ``mla`` (multi-head latent attention)
-    kept while hidden and heads are."""
+    """``model``: the form's architecture, MoE and multi-head latent attention (``mla``) inputs; ``head_dim`` kept
+    while hidden and heads are (and no ``mla`` is written: the engine refuses the two together). Without any MLA
+    input in ``d`` (a caller that has none), a stored ``mla`` is kept like ``head_dim``."""
     model: dict[str, Any] = {
         "name": d["model_name"], "layers": d["layers"], "hidden": d["hidden"], "heads": d["heads"],
         "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
         "vocab": d["vocab"], "seq_len": d["seq_len"],
     }
     same_heads = (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"])
-    for key in ("head_dim", "mla"):  # head widths the builder has no input for, kept while hidden and heads are
+    inputs = "mla_kv_lora_rank" in d  # the form's MLA inputs (their initial values are the stored ones)
+    for key in ("head_dim", "mla") if not inputs else ("head_dim",):  # kept while hidden and heads are
         if key in base and same_heads:
             model[key] = copy.deepcopy(base[key])
+    mla = mla_section(d) if inputs else {}
+    if mla:
+        model["mla"] = mla
+        model.pop("head_dim", None)  # latent attention has its own head widths
     moe = moe_section(d)
     if moe:
         model["moe"] = moe
@@ -68,6 +75,17 @@ def moe_section(d: Mapping[str, Any]) -> dict[str, Any]:
         if d.get("moe_dense_ffn"):
             moe["dense_ffn_hidden"] = d["moe_dense_ffn"]
     return moe
+
+
+def mla_section(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``model.mla`` from the multi-head latent attention inputs; empty (standard attention) when no KV latent rank
+    is given. An empty or 0 query latent rank (no query compression, the engine's default) is not written."""
+    if not d.get("mla_kv_lora_rank"):
+        return {}
+    mla = {key: d.get(field) for field, key in MLA_FIELDS.items() if key != "q_lora_rank"}
+    if d.get("mla_q_lora_rank"):
+        mla["q_lora_rank"] = d["mla_q_lora_rank"]
+    return mla
 
 
 def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,7 +176,7 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
 
 
 def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Form values of the inputs this module adds (MoE, framework, dispatcher, training formats, degrees, NICs,
+    """Form values of the inputs this module adds (MoE, MLA, framework, dispatcher, training formats, degrees, NICs,
     routing)."""
     m = _mapping(doc.get("model"))
     t = _mapping(doc.get("training"))
@@ -173,6 +191,10 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
     for field, key in MOE_FIELDS.items():
         if isinstance(moe.get(key), int):
             out[field] = moe[key]
+    mla = _mapping(m.get("mla"))
+    for field, key in MLA_FIELDS.items():
+        if isinstance(mla.get(key), int) and not isinstance(mla.get(key), bool):
+            out[field] = mla[key]
     nics, gpn = c.get("nics_per_node"), c.get("gpus_per_node", 8)
     if isinstance(nics, int) and nics != gpn:
         out["nics_per_node"] = nics
