@@ -65,6 +65,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.9.2": "6ba618f79f08d02a13ff97aab1ef05a6e31ad5b9fee80004f4c57b35a752163e",
     # 2.9.3: no result changes: Context drops kv_heads, head_dim and q_dim (the attention's widths are Context.attn)
     "2.9.3": "7fcf9613459b41c0326de5176f6da7682b24422736a8fcaaddc68e911dde2d06",
+    # 2.9.4: no result changes: AttentionWidths drops the unused up_proj_macs (derived from up_proj_in_widths)
+    "2.9.4": "aef69fa6017711d6f0956079a8f94ea57354d79bbb090337a1bb4e6bd1dbf134",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -37,7 +37,6 @@ class AttentionWidths:
     kv_split_heads: float  # heads K and V are split over by TP (g; MLA every head has its own K and V: a)
     sharded_macs: float  # projection MACs per token split by TP (by head)
     replicated_macs: float  # projection MACs per token on every TP rank (MLA down-projections; 0 otherwise)
-    up_proj_macs: float  # MLA up-projection MACs per token (what mla_up_proj recomputes); 0 otherwise
     up_proj_out_elems: float  # per TP-split head: q + k_v (MLA: what mla_up_proj drops); 0 otherwise
     up_proj_in_widths: tuple[tuple[float, float], ...]  # MLA up-projections as (input width, output width) pairs, whole
     latent_elems: float  # MLA latents kept per token: down outputs (r_q + r_kv + d_r) + normalised (r_q + r_kv)
@@ -54,8 +53,8 @@ def standard_widths(hidden: float, heads: float, kv_heads: float, head_dim: floa
     q = heads * head_dim
     k_v = KV_TENSORS * kv_heads * head_dim
     return AttentionWidths(q=q, k_v=k_v, o=q, core=q, head_core=head_dim, kv_split_heads=kv_heads,
-                           sharded_macs=hidden * (q + k_v) + q * hidden, replicated_macs=0.0, up_proj_macs=0.0,
-                           up_proj_out_elems=0.0, up_proj_in_widths=(), latent_elems=0.0, latent_norm_elems=0.0,
+                           sharded_macs=hidden * (q + k_v) + q * hidden, replicated_macs=0.0, up_proj_out_elems=0.0,
+                           up_proj_in_widths=(), latent_elems=0.0, latent_norm_elems=0.0,
                            down_width=0.0)
 
 
@@ -67,15 +66,15 @@ def mla_widths(hidden: float, heads: float, q_lora_rank: float, kv_lora_rank: fl
     q = heads * (nope + rope)
     kv_up_out = heads * (nope + v_dim)  # K's non-rotary part and V; the rotary key is the down-projection's
     o = heads * v_dim
+    k_v = q + o  # K is as wide as Q (its rotary part shared), V is a d_v
     down = q_lora_rank + kv_lora_rank + rope
     q_in = q_lora_rank if q_lora_rank > 0 else hidden
     ups = ((q_in, q), (kv_lora_rank, kv_up_out))
-    up_macs = sum(i * w for i, w in ups)
     latents = q_lora_rank + kv_lora_rank
     return AttentionWidths(
-        q=q, k_v=q + o, o=o, core=(q + o) / 2.0, head_core=(nope + rope + v_dim) / 2.0, kv_split_heads=heads,
-        sharded_macs=up_macs + o * hidden, replicated_macs=hidden * down, up_proj_macs=up_macs,
-        up_proj_out_elems=q + q + o, up_proj_in_widths=ups, latent_elems=down + latents,
+        q=q, k_v=k_v, o=o, core=(q + o) / 2.0, head_core=(nope + rope + v_dim) / 2.0, kv_split_heads=heads,
+        sharded_macs=sum(i * w for i, w in ups) + o * hidden, replicated_macs=hidden * down,
+        up_proj_out_elems=q + k_v, up_proj_in_widths=ups, latent_elems=down + latents,
         latent_norm_elems=latents, down_width=down)
 
 

@@ -141,7 +141,7 @@ def fp8_ffn_cache_saved_per_f(ctx: Context) -> float:
 
 
 def selective_saved_bytes(modules: frozenset[str], layernorm_out: Count, activation_out: Count,
-                          ffn_internal: Count, mla_up_proj_out: Count | float = 0.0) -> Count:
+                          ffn_internal: Count, mla_up_proj_out: Count) -> Count:
     """Bytes per token per layer that selective recomputation of ``modules`` drops (training.recompute_modules):
     the layernorm outputs (QKV and FFN-in GEMM inputs) for "layernorm"; the FFN activation output (the FFN-out GEMM
     input) for "activation"; every activation inside the FFN (its input, the checkpoint, stays) for "mlp", which
