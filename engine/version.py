@@ -67,6 +67,10 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.9.3": "7fcf9613459b41c0326de5176f6da7682b24422736a8fcaaddc68e911dde2d06",
     # 2.9.4: no result changes: AttentionWidths drops the unused up_proj_macs (derived from up_proj_in_widths)
     "2.9.4": "aef69fa6017711d6f0956079a8f94ea57354d79bbb090337a1bb4e6bd1dbf134",
+    # 2.10.0: with sequence parallelism the step all-reduces the gradients of TP-duplicated weights (MLA
+    # down-projections, MoE router) over TP once, exposed (Megatron-Core finalize_model_grads); validation rows
+    # unchanged at the report's precision
+    "2.10.0": "26c26b1df509781526b2a28f64f6db40d061bf51e343decc54dfa2bc0bbf3bac",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -39,7 +39,11 @@ from engine.performance.terms.sharding import (
     zero3_traffic,
 )
 from engine.performance.terms.step import Breakdown, StepTime, microbatch_time, step_time, timeline_items
-from engine.performance.terms.tensor_parallel import TensorParallelComm, tensor_parallel_comm
+from engine.performance.terms.tensor_parallel import (
+    TensorParallelComm,
+    duplicated_grad_allreduce,
+    tensor_parallel_comm,
+)
 from engine.performance.terms.timeline import SharedTimeline, comm_timeline
 from engine.units import Arr, BoolArr, Bytes, Flops, Ratio, Seconds
 
@@ -120,7 +124,8 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     timeline = comm_timeline(stage.compute_s, timeline_items(ctx, stage, cp, ep, pp, zero2, zero3, groups))
     mb = microbatch_time(ctx, stage, tp, prof.tp_overlap, pp, timeline)
     opt = optimizer_step(ctx, lay, shape, params)
-    step = step_time(ctx, lay, shape, mb, dp, opt.time_s)
+    tp_grads = duplicated_grad_allreduce(lay, groups, params.tp_duplicated_params, dp.grad_elem_bytes)
+    step = step_time(ctx, lay, shape, mb, dp, opt.time_s, tp_grads)
     memory = memory_per_gpu(ctx, lay, shape, prof, params)
     flops = step_flops(ctx, lay.recompute, attn.unfused, full_recompute_share(ctx, lay))
     return StepTerms(shape=shape, framework=prof, attention=attn, dense_ffn=dense, moe_ffn=moe, layer=layer,

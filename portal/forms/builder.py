@@ -8,14 +8,16 @@ from typing import Any
 
 from django import forms
 
-from engine.schema.enums import ActivationCache, Fabric, Precision, Recompute
+from engine.schema.enums import Fabric
 from engine.schema.fields import AUTO, DEFAULT_ROUTING, field
 from planning.services import gpu_server_item
 from portal.forms.builder_costs import DEFAULT_DISTRIBUTION, costs_section, uncertainty_section
 from portal.forms.builder_initial import initial_from_document
 from portal.forms.builder_sections import (
     MLA_FIELDS,
+    MLA_REQUIRED_INPUTS,
     MOE_FIELDS,
+    MOE_REQUIRED_INPUTS,
     cluster_section,
     model_section,
     parallelism_section,
@@ -309,7 +311,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                 and not stored_degrees):
             self.add_error("tp", "Give TP and/or PP, or let the planner search the layout.")
         if data.get("moe_experts"):
-            for name in ("moe_top_k", "moe_expert_ffn"):
+            for name in MOE_REQUIRED_INPUTS:
                 if not data.get(name) and name not in self.errors:
                     self.add_error(name, "Required for a mixture-of-experts model.")
         elif any(data.get(n) for n in ("moe_top_k", "moe_expert_ffn", "moe_shared_experts", "moe_dense_layers")):
@@ -340,31 +342,23 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         return data
 
     def _clean_mla(self, data: Mapping[str, Any]) -> None:
-        """Multi-head latent attention: its head widths with the KV latent rank, and every head its own K and V
-        (the engine refuses other KV heads; the form says so beside the input rather than change it)."""
+        """Multi-head latent attention: the inputs of the keys model.mla requires (engine.schema) with the KV latent
+        rank, and no other MLA input without it (the builder writes no ``mla`` then). Every head its own K and V:
+        the engine's parser refuses other KV heads at ``model.kv_heads``, shown beside that input (PATHS)."""
         if data.get("mla_kv_lora_rank"):
-            for name in ("mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim"):
+            for name in MLA_REQUIRED_INPUTS:
                 if not data.get(name) and name not in self.errors:
                     self.add_error(name, "Required for multi-head latent attention.")
-            heads, kv_heads = data.get("heads"), data.get("kv_heads")
-            if heads and kv_heads and kv_heads != heads and "kv_heads" not in self.errors:
-                self.add_error("kv_heads", f"With multi-head latent attention every head has its own key and "
-                                           f"value: give the attention heads ({heads}).")
-        elif any(data.get(n) for n in ("mla_q_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim",
-                                       "mla_v_head_dim")):
+        elif any(data.get(n) for n in MLA_FIELDS if n != "mla_kv_lora_rank"):
             self.add_error("mla_kv_lora_rank", "Give the KV latent rank, or clear the latent attention fields.")
 
     def _clean_training_formats(self, data: Mapping[str, Any]) -> None:
-        """The training formats' rules, refused beside their inputs. The engine's parser refuses the two combinations
-        too (once the whole document is built); a layer count above the model's it would only cap at a chunk's."""
+        """A recompute layer count above the model's layers, refused beside its input (the engine would only cap it
+        at a pipeline chunk's). Which recompute and precision the layer count and an fp8 activation cache need, the
+        engine's parser decides: its errors land beside these inputs (PATHS)."""
         layers, recompute_layers = data.get("layers"), data.get("recompute_layers")
-        if recompute_layers is not None and data.get("recompute") != Recompute.FULL:
-            self.add_error("recompute_layers", "Only with full recomputation: set Activation recompute to Full, "
-                                               "or leave this empty.")
-        elif recompute_layers is not None and layers and recompute_layers > layers:
+        if recompute_layers is not None and layers and recompute_layers > layers:
             self.add_error("recompute_layers", f"At most the model's layers ({layers}).")
-        if data.get("activation_cache") == ActivationCache.FP8 and data.get("precision") == Precision.BF16:
-            self.add_error("activation_cache", "Needs an fp8/fp4 precision (FP8, MXFP8 or NVFP4), not BF16.")
 
     # --- documents -----------------------------------------------------------------------------------
     base_costs: Mapping[str, Any] = {}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.schema.enums import ActivationCache, Precision, Recompute
-from engine.schema.fields import keys
+from engine.schema.fields import keys, required
 from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MLA_PRESET_FIELDS, MOE_PRESET_FIELDS
 
@@ -33,6 +33,9 @@ KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement")
 DEGREES = ("tp", "pp", "cp", "ep")
 MOE_FIELDS = MOE_PRESET_FIELDS  # form field -> model.moe key
 MLA_FIELDS = MLA_PRESET_FIELDS  # form field -> model.mla key
+#: the inputs of the keys the engine's schema requires in model.moe / model.mla (refused empty beside them)
+MOE_REQUIRED_INPUTS = tuple(name for name, key in MOE_FIELDS.items() if key in required("model.moe"))
+MLA_REQUIRED_INPUTS = tuple(name for name, key in MLA_FIELDS.items() if key in required("model.mla"))
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -106,10 +109,11 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
                 training[name] = copy.deepcopy(base[name])
         elif d[name] not in (None, ""):  # the form's input (its initial value is the stored one): empty = none
             training[name] = d[name]
-    # keys a form change makes meaningless go with it (the form's clean refuses them beside their inputs)
-    if training["recompute"] != Recompute.FULL:
+    # only a stored value kept without its input: no input to show the engine's refusal beside (a given one: PATHS)
+    if "recompute_layers" not in d and training["recompute"] != Recompute.FULL:
         training.pop("recompute_layers", None)
-    if training["precision"] == Precision.BF16 and training.get("activation_cache") == ActivationCache.FP8:
+    if ("activation_cache" not in d and training["precision"] == Precision.BF16
+            and training.get("activation_cache") == ActivationCache.FP8):
         training.pop("activation_cache")
     return training
 

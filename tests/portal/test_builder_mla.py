@@ -1,6 +1,6 @@
 """The builder's multi-head latent attention inputs (model.mla): a KV latent rank makes the model MLA and needs the
-three head widths (the query latent rank is optional); every head then has its own K and V (kv_heads = heads,
-refused beside the input otherwise); an edit shows and keeps the stored values, emptying the inputs removes
+three head widths the engine's schema requires (the query latent rank is optional); every head then has its own K
+and V (kv_heads = heads, refused by the engine's parser beside the input otherwise); an edit shows and keeps the stored values, emptying the inputs removes
 ``mla``; the DeepSeek-V3 preset fills them and its document predicts."""
 
 from __future__ import annotations
@@ -91,6 +91,17 @@ def test_a_missing_head_width_is_refused_beside_its_input(client: Any, make_user
     assert not Scenario.objects.filter(name="refused").exists()
 
 
+def test_the_required_widths_are_the_engine_schemas() -> None:
+    """The inputs refused empty are those of the keys engine.schema requires in model.mla (the KV latent rank is
+    the one that makes the model MLA); the query latent rank, which the engine defaults, is not among them."""
+    from engine.schema.fields import required
+    from portal.forms.builder_sections import MLA_REQUIRED_INPUTS, MOE_REQUIRED_INPUTS
+
+    assert set(required("model.mla")) == {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
+    assert set(MLA_REQUIRED_INPUTS) == {"mla_kv_lora_rank", *REQUIRED}
+    assert set(MOE_REQUIRED_INPUTS) == {"moe_experts", "moe_top_k", "moe_expert_ffn"}
+
+
 def test_a_kv_latent_rank_alone_needs_all_three_widths(client: Any, make_user: Any, catalog: Any) -> None:
     from planning.models import Scenario
 
@@ -103,16 +114,22 @@ def test_a_kv_latent_rank_alone_needs_all_three_widths(client: Any, make_user: A
     assert not Scenario.objects.filter(name="refused").exists()
 
 
-def test_other_kv_heads_are_refused_not_rewritten(client: Any, make_user: Any, catalog: Any) -> None:
+def test_other_kv_heads_are_refused_by_the_engine_beside_the_input(client: Any, make_user: Any,
+                                                                   catalog: Any) -> None:
+    """No rule of the form's own: the engine's parser refuses model.kv_heads, its message lands on the input."""
     from planning.models import Scenario
+    from portal.forms.builder import ScenarioBuilderForm
 
+    assert ScenarioBuilderForm(data={**MLA_POST, "name": "refused", "kv_heads": 8}).is_valid()
     login(client, make_user("planner"))
     client.raise_request_exception = False
     r = client.post(reverse("scenario-new"), {**MLA_POST, "name": "refused", "kv_heads": 8})
     assert r.status_code == 400, r.status_code
     errors = r.context["form"].errors
     assert list(errors) == ["kv_heads"], errors
-    assert "attention heads (32)" in " ".join(errors["kv_heads"])
+    text = " ".join(errors["kv_heads"])
+    assert "own K and V" in text and "model.heads=32" in text  # engine/document/parse.py parse_model
+    assert "own K and V" in r.content.decode()
     assert not Scenario.objects.filter(name="refused").exists()
 
 

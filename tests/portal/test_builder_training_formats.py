@@ -1,7 +1,7 @@
 """The builder's inputs for partial full recomputation (training.recompute_layers), the FFN activation cache format
 (training.activation_cache) and Adam's moment format (training.optimizer_moments): posted values are written to the
-scenario, an edit shows and keeps them, emptying an input removes its key, and the combinations the engine refuses
-are refused beside the input (a page with the field's error, nothing saved)."""
+scenario, an edit shows and keeps them, emptying an input removes its key, and the combinations the engine's parser
+refuses are refused beside the input with its message (a page with the field's error, nothing saved)."""
 
 from __future__ import annotations
 
@@ -87,16 +87,24 @@ def test_emptying_an_input_removes_its_key(client: Any, make_user: Any, team: An
     assert (s.workload.training["precision"], s.workload.training["recompute"]) == ("fp8", "full")
 
 
-@pytest.mark.parametrize("changes,field,words", [
-    ({"recompute": "selective", "recompute_layers": 4}, "recompute_layers", "Only with full recomputation"),
-    ({"recompute": "auto", "recompute_layers": 4}, "recompute_layers", "Only with full recomputation"),
-    ({"precision": "bf16", "activation_cache": "fp8"}, "activation_cache", "Needs an fp8/fp4 precision"),
-    ({"recompute_layers": 33}, "recompute_layers", "layers (32)"),  # BUILDER_POST's model has 32 layers
-])
-def test_invalid_combinations_are_refused_beside_the_input(client: Any, make_user: Any, catalog: Any,
-                                                            changes: dict[str, Any], field: str, words: str) -> None:
-    from planning.models import Scenario
+#: (changes, input, a word of the engine parser's refusal: engine/document/parse.py _recompute_layers / _activation_cache)
+ENGINE_REFUSED = [
+    ({"recompute": "selective", "recompute_layers": 4}, "recompute_layers", "needs training.recompute full"),
+    ({"recompute": "auto", "recompute_layers": 4}, "recompute_layers", "needs training.recompute full"),
+    ({"precision": "bf16", "activation_cache": "fp8"}, "activation_cache", "mxfp8"),
+]
 
+
+@pytest.mark.parametrize("changes,field,words", ENGINE_REFUSED)
+def test_the_engine_refuses_invalid_combinations_beside_the_input(client: Any, make_user: Any, catalog: Any,
+                                                                  changes: dict[str, Any], field: str,
+                                                                  words: str) -> None:
+    """The form passes them on; the engine's parser refuses the document and its message lands on the input."""
+    from planning.models import Scenario
+    from portal.forms import ScenarioBuilderForm
+
+    form = ScenarioBuilderForm({**FP8_FULL, "name": "refused", **changes})
+    assert form.is_valid(), form.errors  # no rule of the form's own
     login(client, make_user("planner"))
     client.raise_request_exception = False
     r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "refused", **changes})
@@ -105,6 +113,19 @@ def test_invalid_combinations_are_refused_beside_the_input(client: Any, make_use
     assert list(errors) == [field], errors
     assert words in " ".join(errors[field])
     assert words in r.content.decode().replace("&#x27;", "'")
+    assert not Scenario.objects.filter(name="refused").exists()
+
+
+def test_more_layers_than_the_model_are_refused_by_the_form(client: Any, make_user: Any, catalog: Any) -> None:
+    from planning.models import Scenario
+
+    login(client, make_user("planner"))
+    client.raise_request_exception = False
+    r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "refused", "recompute_layers": 33})
+    assert r.status_code == 400, r.status_code
+    errors = r.context["form"].errors
+    assert list(errors) == ["recompute_layers"], errors
+    assert "layers (32)" in " ".join(errors["recompute_layers"])  # BUILDER_POST's model has 32 layers
     assert not Scenario.objects.filter(name="refused").exists()
 
 
@@ -132,7 +153,8 @@ def test_an_edit_that_leaves_full_recomputation_must_clear_the_layers(client: An
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     r = client.post(reverse("scenario-edit", args=[s.pk]), {**posted, "recompute": "selective"})
-    assert r.status_code == 400 and "recompute_layers" in r.context["form"].errors
+    assert r.status_code == 400
+    assert "needs training.recompute full" in " ".join(r.context["form"].errors["recompute_layers"])
     s.refresh_from_db()
     assert s.workload.training["recompute"] == "full" and s.workload.training["recompute_layers"] == 5
     r = client.post(reverse("scenario-edit", args=[s.pk]), {**posted, "recompute": "selective", "recompute_layers": ""})

@@ -34,6 +34,7 @@ class GpuParams:
     vocab_params: Count  # embedding (and output layer without PP)
     total_params: Count  # the stage's layers + vocabulary
     expert_params: Count  # of total: routed-expert weights (replicated over the edp expert-data-parallel ranks only)
+    tp_duplicated_params: Count  # of total: weights whole on every TP rank (MLA down-projections, the router)
 
 
 def params_per_layer(ctx: Context) -> LayerParams:
@@ -62,4 +63,14 @@ def gpu_params(ctx: Context, lay: Layouts, shape: LayoutShape) -> GpuParams:
     experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / etp
     total = shape.stage_layers * layer_p_gpu + vocab
     return GpuParams(layer_params=layer_p_gpu, vocab_params=vocab, total_params=total,
-                     expert_params=experts)
+                     expert_params=experts, tp_duplicated_params=tp_duplicated_params(ctx, shape))
+
+
+def tp_duplicated_params(ctx: Context, shape: LayoutShape) -> Count:
+    """Weights of the bottleneck stage held whole on every TP rank whose gradients differ between ranks under
+    sequence parallelism (each rank back-propagates its own slice of the sequence): MLA's down-projections
+    (Megatron-Core builds them as ``parallel_mode="duplicated"`` linears and marks them ``sequence_parallel``) and
+    the MoE router (h x E, ``sequence_parallel`` set in router.py). Layernorm weights (2h per layer) are left
+    out, as everywhere in the parameter count."""
+    per_layer = params_per_layer(ctx).attention_replicated_params + shape.moe_layer_fraction * ctx.hidden * ctx.experts
+    return np.asarray(shape.stage_layers * per_layer, dtype=np.float64)

@@ -1,8 +1,9 @@
 """One micro-batch on the bottleneck stage and the whole step: what is exposed, what the bubble, stragglers and the
 optimizer add, and the breakdown ``predict`` reports. docs/performance-model.md s.3a, s.5.
 
-step = m t_mb + (p-1)/v t_mb + DP exposed + DP interference + optimizer + stragglers, where t_mb is the stage's
-compute per micro-batch with interference plus its exposed TP, CP, EP, PP and per-micro-batch ZeRO communication.
+step = m t_mb + (p-1)/v t_mb + DP exposed + DP interference + TP-duplicated gradients + optimizer + stragglers,
+where t_mb is the stage's compute per micro-batch with interference plus its exposed TP, CP, EP, PP and
+per-micro-batch ZeRO communication.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Breakdown:
     """Seconds per step by cause (``Result.breakdown_s``)."""
 
     compute: Seconds  # with the interference of hidden per-micro-batch communication
-    tp_comm: Seconds
+    tp_comm: Seconds  # per micro-batch, and the step's all-reduce of TP-duplicated weights' gradients
     cp_comm: Seconds
     ep_comm: Seconds
     pp_comm: Seconds
@@ -63,6 +64,7 @@ class StepTime:
     bubble_s: Seconds
     dp_exposed_s: Seconds
     dp_interference_s: Seconds
+    tp_grads_s: Seconds  # all-reduce of the TP-duplicated weights' gradients (tensor_parallel.py)
     optimizer_s: Seconds
     stragglers_s: Seconds  # compute and network together
     stragglers_network_s: Seconds  # the network part: exposed collectives waiting for their slowest rank
@@ -107,7 +109,8 @@ def microbatch_time(ctx: Context, stage: BottleneckStage, tp: TensorParallelComm
 
 
 def step_time(ctx: Context, lay: Layouts, shape: LayoutShape, mb: MicroBatchTime, dp: DataParallelSync,
-              optimizer_s: Seconds) -> StepTime:
+              optimizer_s: Seconds, tp_grads_s: Seconds) -> StepTime:
+    """``tp_grads_s``: the step's all-reduce of the TP-duplicated weights' gradients (exposed, after the DP sync)."""
     m = shape.microbatch_count
     bubble = pipeline_bubble(lay, mb.total_s)
     interf_dp = interference_time(np.maximum(dp.hidden_s, 0.0))
@@ -115,14 +118,15 @@ def step_time(ctx: Context, lay: Layouts, shape: LayoutShape, mb: MicroBatchTime
     strag_net = (m * (network_straggler_time(mb.tp_s, lay.tp) + network_straggler_time(mb.cp_s, lay.cp)
                       + network_straggler_time(mb.ep_s, lay.ep) + network_straggler_time(mb.pp_s, PIPELINE_PAIR)
                       + network_straggler_time(mb.zero_s, dpc))
-                 + network_straggler_time(dp.exposed_s + interf_dp, dpc))
+                 + network_straggler_time(dp.exposed_s + interf_dp, dpc) + network_straggler_time(tp_grads_s, lay.tp))
     # every synchronous step waits for its slowest rank
     strag = straggler_time(m * mb.compute_s, ctx.gpus) + strag_net
-    step = m * mb.total_s + bubble + dp.exposed_s + interf_dp + optimizer_s + strag
-    network = m * (mb.tp_s + mb.cp_s + mb.ep_s + mb.pp_s + mb.zero_s) + dp.exposed_s + interf_dp
-    breakdown = Breakdown(compute=m * (mb.compute_s + mb.interference_s), tp_comm=m * mb.tp_s, cp_comm=m * mb.cp_s,
-                          ep_comm=m * mb.ep_s, pp_comm=m * mb.pp_s, pp_bubble=bubble,
+    step = m * mb.total_s + bubble + dp.exposed_s + interf_dp + tp_grads_s + optimizer_s + strag
+    network = m * (mb.tp_s + mb.cp_s + mb.ep_s + mb.pp_s + mb.zero_s) + dp.exposed_s + interf_dp + tp_grads_s
+    breakdown = Breakdown(compute=m * (mb.compute_s + mb.interference_s), tp_comm=m * mb.tp_s + tp_grads_s,
+                          cp_comm=m * mb.cp_s, ep_comm=m * mb.ep_s, pp_comm=m * mb.pp_s, pp_bubble=bubble,
                           dp_comm_exposed=dp.exposed_s + interf_dp + m * mb.zero_s, optimizer=optimizer_s,
                           stragglers=strag)
     return StepTime(microbatch=mb, bubble_s=bubble, dp_exposed_s=dp.exposed_s, dp_interference_s=interf_dp,
-                    optimizer_s=optimizer_s, stragglers_s=strag, stragglers_network_s=strag_net, step_s=step, network_s=network, breakdown_s=breakdown)
+                    tp_grads_s=np.zeros_like(step) + tp_grads_s, optimizer_s=optimizer_s, stragglers_s=strag,
+                    stragglers_network_s=strag_net, step_s=step, network_s=network, breakdown_s=breakdown)

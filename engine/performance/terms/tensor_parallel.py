@@ -87,3 +87,17 @@ def folded_expert_pair(ctx: Context, lay: Layouts, act_bytes: Bytes, groups: Gro
     etp = 1 (each rank's experts take its own sequence shard whole)."""
     nbytes = act_bytes * ctx.top_k * lay.expert_fold
     return np.where(lay.expert_tp > 1, groups.time(CollectiveKind.ALL_REDUCE, nbytes, ParallelGroup.ETP), 0.0)
+
+
+def duplicated_grad_allreduce(lay: Layouts, groups: GroupComm, duplicated_params: Count,
+                              grad_elem_bytes: Count) -> Seconds:
+    """Once per step, after the data-parallel reduction: one coalesced all-reduce over the TP group of the
+    gradients of weights held whole on every TP rank (``GpuParams.tp_duplicated_params``) [s]. Only with sequence
+    parallelism, where each rank's gradient covers its own slice of the sequence; without it the ranks' gradients
+    are identical and nothing is sent. Megatron-Core finalize_model_grads ->
+    _allreduce_non_tensor_model_parallel_grads, after finish_grad_sync: nothing left to hide it under."""
+    active = lay.sp & (lay.tp > 1) & (np.asarray(duplicated_params) > 0.0)  # an empty all-reduce is not launched
+    if not np.any(active):
+        return np.zeros_like(np.asarray(lay.tp, dtype=np.float64))
+    t = groups.time(CollectiveKind.ALL_REDUCE, duplicated_params * grad_elem_bytes, ParallelGroup.TP)
+    return np.where(active, t, 0.0)

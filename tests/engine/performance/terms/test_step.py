@@ -20,7 +20,7 @@ def test_step_is_microbatches_plus_bubble_plus_step_level_terms() -> None:
     mb = MicroBatchTime(compute_s=np.array([0.1]), interference_s=np.array([0.01]), tp_s=np.array([0.02]),
                         cp_s=np.array([0.0]), ep_s=np.array([0.0]), pp_s=np.array([0.003]), zero_s=np.array([0.0]),
                         total_s=np.array([0.133]))
-    st = step_time(ctx, lay, shape, mb, dp, np.array([0.02]))
+    st = step_time(ctx, lay, shape, mb, dp, np.array([0.02]), np.array([0.0]))
     m = 64 / 2  # d = 2, b = 1
     bubble = 3 / 2 * 0.133
     z = NormalDist().inv_cdf
