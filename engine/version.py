@@ -71,6 +71,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # down-projections, MoE router) over TP once, exposed (Megatron-Core finalize_model_grads); validation rows
     # unchanged at the report's precision
     "2.10.0": "26c26b1df509781526b2a28f64f6db40d061bf51e343decc54dfa2bc0bbf3bac",
+    # 2.11.0: parallelism.embedding_loss_in_split (Megatron-Core account_for_embedding/loss_in_pipeline_split): L + 2
+    # places over p v virtual stages; the three Llama 3 405B rows state it (arXiv 2407.21783 s.3.3.2) and run vpp 8;
+    # error bands refit
+    "2.11.0": "faaaa490cd3f5a9554d94f9aba0a85a241bee304fdea73f144b8f4f83135f97e",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -29,9 +29,17 @@ def _degree_problem(s: ScenarioSpec, key: str, v: int) -> str | None:
         return "needs a mixture-of-experts model (model.moe)"
     if key == "ep" and m.moe is not None and m.moe.experts % v:
         return f"does not divide model.moe.experts={m.moe.experts}"
-    if key == "vpp" and v > m.layers:
-        return f"exceeds model.layers={m.layers}"
+    if key == "vpp" and v > s.parallelism.pipeline_slots(m.layers):
+        return f"exceeds {_places(s)}"
     return None
+
+
+def _places(s: ScenarioSpec) -> str:
+    """What pp * vpp may reach, in words: the layers, + 2 with the embedding and the loss in the split."""
+    layers = s.model.layers
+    if s.parallelism.embedding_loss_in_split:
+        return f"model.layers + 2 = {layers + 2} (parallelism.embedding_loss_in_split)"
+    return f"model.layers={layers}"
 
 
 def check_layout(s: ScenarioSpec) -> None:
@@ -46,8 +54,8 @@ def check_layout(s: ScenarioSpec) -> None:
     if p.vpp is not None and p.pp is not None:
         if p.vpp > 1 and p.pp == 1:
             raise ScenarioError("parallelism.vpp", "interleaving (vpp > 1) needs parallelism.pp > 1", LAYOUT_CONFLICT)
-        if p.pp * p.vpp > m.layers:
-            raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds model.layers={m.layers}", LAYOUT_CONFLICT)
+        if p.pp * p.vpp > p.pipeline_slots(m.layers):
+            raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds {_places(s)}", LAYOUT_CONFLICT)
     if p.ep is not None and p.ep > 1:
         if m.moe is None:
             raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)", LAYOUT_CONFLICT)

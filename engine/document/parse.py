@@ -237,6 +237,8 @@ def parse_parallelism(doc: Any) -> ParallelismSpec:
         choices=tuple(choices),
         dp_placement=read_choice(d, "dp_placement", path),
         etp=read_int(d, "etp", path),  # None = auto (= tp: no folding)
+        embedding_loss_in_split=bool(read_bool(d, "embedding_loss_in_split", path,
+                                               default=declared_default("parallelism.embedding_loss_in_split"))),
     )
 
 

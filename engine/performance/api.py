@@ -117,8 +117,9 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     else:
         base = _cross(base, "ep", _opts(p.ep if p.ep is not None else 1, lambda: [1]))
     base = _cross(base, "vpp", _opts(p.vpp, lambda: list(range(1, MAX_VPP + 1)), p.allowed("vpp")))
-    per_stage = np.ceil(m.layers / base["pp"])
-    ok = (base["pp"] * base["vpp"] <= m.layers) & ((base["pp"] > 1) | (base["vpp"] == 1))
+    places = p.pipeline_slots(m.layers)  # the layers (+ embedding and loss when they take a place each)
+    per_stage = np.ceil(places / base["pp"])
+    ok = (base["pp"] * base["vpp"] <= places) & ((base["pp"] > 1) | (base["vpp"] == 1))
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
         ok &= np.mod(per_stage, base["vpp"]) == 0
     base = _filter(base, ok)

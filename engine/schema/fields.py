@@ -311,6 +311,14 @@ FIELDS: tuple[Field, ...] = (
             "3.3.2): DP groups span pods and pay the oversubscribed tier, pipeline neighbours stay close. `auto` = "
             "the named framework's default (`inner`), both searched when the framework is auto. Written to the "
             "canonical document only when set (docs/performance-model.md section 3)"),
+    _f("parallelism.embedding_loss_in_split", "bool",
+       "The embedding and the loss each take one layer's place in the pipeline split", default=False,
+       write=IF_SET, unset=False,
+       more="Megatron-Core's `--account-for-embedding-in-pipeline-split` and `--account-for-loss-in-pipeline-split` "
+            "(2025-02): the layers split as if there were model.layers + 2, the first virtual stage of the first "
+            "rank holding the embedding in place of a layer and the last one of the last rank the output layer "
+            "and loss; Llama 3 (arXiv 2407.21783 section 3.3.2) removed one layer from its first and last stages "
+            "so. pp * vpp may then reach model.layers + 2 (docs/performance-model.md section 5)"),
     # ---- cluster (the writer's order)
     _f("cluster.gpu", "key", "GPU model (a catalog key)", default=MANDATORY),
     _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node (any count on rack-scale systems)",

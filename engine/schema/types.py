@@ -197,6 +197,12 @@ class ParallelismSpec:
     choices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     dp_placement: str | None = None  # a DpPlacement value; None = auto (the framework's default, or both searched)
     etp: int | None = None  # expert tensor-parallel degree (MoE parallel folding); None = auto (= tp)
+    embedding_loss_in_split: bool = False  # embedding and loss each take a layer's place in the pipeline split
+
+    def pipeline_slots(self, layers: int) -> int:
+        """Places the pipeline split divides among p * v virtual stages: the layers, + 2 when the embedding and
+        the loss take one each."""
+        return layers + (2 if self.embedding_loss_in_split else 0)
 
     def allowed(self, key: str) -> tuple[int, ...] | None:
         """The values a searched degree may take, or None for every value the search would try."""
@@ -312,7 +318,8 @@ def _section(spec: Any, section: str) -> dict[str, Any]:
 
 def _parallelism(p: ParallelismSpec) -> Any:
     """``"auto"`` when every degree is searched, else the degrees (a searched one as ``"auto"`` or its list)."""
-    if all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel, p.dp_placement, p.etp)):
+    if (all(v is None for v in (p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.sequence_parallel, p.dp_placement, p.etp))
+            and not p.embedding_loss_in_split):
         return AUTO
     par = _section(p, "parallelism")
     for key, values in p.choices:

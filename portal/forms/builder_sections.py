@@ -28,7 +28,7 @@ FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework"
 KEPT_TRAINING = tuple(sorted(k for k in keys("training") if k not in FORM_TRAINING))
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
 #: a number is derived from the cluster size, which the form may have changed)
-KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement")
+KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement", "embedding_loss_in_split")
 #: the degrees the manual mode shows
 DEGREES = ("tp", "pp", "cp", "ep")
 MOE_FIELDS = MOE_PRESET_FIELDS  # form field -> model.moe key

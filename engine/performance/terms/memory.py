@@ -27,7 +27,7 @@ from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
 from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
-from engine.performance.terms.shape import LayoutShape, full_recompute_share
+from engine.performance.terms.shape import LayoutShape, full_recompute_share, pipeline_chunk_layers
 from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
 from engine.schema.enums import RecomputeModule
 from engine.units import GIGA, Bytes, Count
@@ -161,11 +161,15 @@ def in_flight_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape)
     """Layer-micro-batches of activations the first stage (rank 0) holds. 1F1B: p micro-batches of its layers.
     Interleaved (v chunks): Megatron's warm-up of 2(p-1) + (v-1)p chunk-forwards plus one, i.e. 2p-1 micro-batches
     of chunk 0 and p of every other chunk. When the layers do not split evenly the first virtual stage takes the
-    short share (Llama 3 Sec. 3.3.2; Megatron-Core --decoder-first-pipeline-num-layers): floor(L/(p v)) layers."""
+    short share (Megatron-Core --decoder-first-pipeline-num-layers): floor(L/(p v)) layers. With the embedding in
+    the split (parallelism.embedding_loss_in_split; Llama 3 Sec. 3.3.2) it holds one layer fewer than a chunk,
+    none at one layer per chunk."""
     pp, vpp = lay.pp, lay.vpp
-    chunk = np.ceil(ctx.layers / (pp * vpp))
+    chunk = pipeline_chunk_layers(ctx, lay)
     chunk0 = np.where(np.mod(ctx.layers, pp * vpp) > 0, np.floor(ctx.layers / (pp * vpp)), chunk)
     chunk0 = np.maximum(chunk0, np.minimum(chunk, 1.0))
+    if ctx.edge_slots:
+        chunk0 = np.where(pp > 1, chunk - 1.0, chunk0)
     layer_mbs = np.where(vpp > 1, chunk0 * (CHUNK0_PASSES_PER_STAGE * pp - 1.0) + chunk * (vpp - 1.0) * pp,
                          chunk0 * pp)
     return layer_mbs * np.minimum(pp, shape.microbatch_count) / pp

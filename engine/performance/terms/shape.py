@@ -25,7 +25,7 @@ class LayoutShape:
     expert_shard_ranks: Count  # the ranks ZeRO shards routed-expert states over: min(expert_dp_ranks, g)
     moe_layers: float  # layers with a routed-expert FFN
     moe_layer_fraction: float  # of all layers
-    stage_layers: Count  # layers on the bottleneck pipeline rank: ceil(L / (p v)) v
+    stage_layers: Count  # layers on the bottleneck pipeline rank: ceil(L / (p v)) v (see pipeline_chunk_layers)
 
 
 def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
@@ -45,8 +45,24 @@ def layout_shape(ctx: Context, lay: Layouts) -> LayoutShape:
         expert_shard_ranks=expert_shard_ranks(lay, edp, dpc, shard),
         moe_layers=n_moe,
         moe_layer_fraction=n_moe / ctx.layers,
-        stage_layers=np.ceil(ctx.layers / (lay.pp * lay.vpp)) * lay.vpp,
+        stage_layers=stage_layers(ctx, lay),
     )
+
+
+def pipeline_chunk_layers(ctx: Context, lay: Layouts) -> Count:
+    """Places of one virtual stage (model chunk) in the pipeline split: ceil(L / (p v)), or ceil((L + 2) / (p v))
+    when the embedding and the loss each take one (``parallelism.embedding_loss_in_split``; Megatron-Core's
+    account_for_embedding/loss_in_pipeline_split, Llama 3 section 3.3.2) and there is a pipeline."""
+    places = ctx.layers + 2 * ctx.edge_slots * (lay.pp > 1)
+    return np.ceil(places / (lay.pp * lay.vpp))
+
+
+def stage_layers(ctx: Context, lay: Layouts) -> Count:
+    """Transformer layers on the bottleneck pipeline rank: v chunks of ceil(L / (p v)). With the embedding and
+    the loss in the split, a middle rank (p >= 3) holds v full chunks; at p = 2 both ranks give one place to the
+    embedding or the loss."""
+    full = pipeline_chunk_layers(ctx, lay) * lay.vpp
+    return np.asarray(full - ctx.edge_slots * (lay.pp == 2), dtype=np.float64)
 
 
 def expert_dp_ranks(lay: Layouts) -> Count:
@@ -96,6 +112,6 @@ def full_recompute_share(ctx: Context, lay: Layouts) -> Count:
     c = ceil(L / (p v)) layers; the others keep every activation."""
     if not ctx.recompute_layers:
         return np.ones_like(lay.tp)
-    chunk = np.ceil(ctx.layers / (lay.pp * lay.vpp))
+    chunk = pipeline_chunk_layers(ctx, lay)
     return np.minimum(ctx.recompute_layers, chunk) / chunk
 
