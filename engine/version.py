@@ -75,6 +75,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # places over p v virtual stages; the three Llama 3 405B rows state it (arXiv 2407.21783 s.3.3.2) and run vpp 8;
     # error bands refit
     "2.11.0": "faaaa490cd3f5a9554d94f9aba0a85a241bee304fdea73f144b8f4f83135f97e",
+    # 2.11.1: with parallelism.embedding_loss_in_split the layers + 2 places split into whole stages and chunks
+    # (Megatron-Core asserts it): other pp / vpp refused or not searched; validation rows unchanged
+    "2.11.1": "c099a45f8d8cdbec6a8be050c0d68813027babc36220b353fea1a830338a517c",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

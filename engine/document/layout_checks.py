@@ -56,6 +56,7 @@ def check_layout(s: ScenarioSpec) -> None:
             raise ScenarioError("parallelism.vpp", "interleaving (vpp > 1) needs parallelism.pp > 1", LAYOUT_CONFLICT)
         if p.pp * p.vpp > p.pipeline_slots(m.layers):
             raise ScenarioError("parallelism.vpp", f"pp*vpp={p.pp * p.vpp} exceeds {_places(s)}", LAYOUT_CONFLICT)
+    _check_split(s)
     if p.ep is not None and p.ep > 1:
         if m.moe is None:
             raise ScenarioError("parallelism.ep", f"{p.ep} needs a mixture-of-experts model (model.moe)", LAYOUT_CONFLICT)
@@ -92,6 +93,20 @@ def check_layout(s: ScenarioSpec) -> None:
                 f"{t.global_batch} is not divisible by dp*micro_batch={dp * t.micro_batch}", LAYOUT_CONFLICT)
     elif p.dp is not None and t.global_batch % p.dp:
         raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by dp={p.dp}", LAYOUT_CONFLICT)
+
+
+def _check_split(s: ScenarioSpec) -> None:
+    """With the embedding and the loss in the pipeline split, Megatron-Core divides the L + 2 places into whole
+    stages and whole chunks (transformer_block.py asserts both): a given pp (and vpp) must divide them."""
+    p, places = s.parallelism, s.parallelism.pipeline_slots(s.model.layers)
+    if not p.embedding_loss_in_split or p.pp is None or p.pp == 1:
+        return
+    if places % p.pp:
+        raise ScenarioError("parallelism.embedding_loss_in_split", f"model.layers + 2 = {places} places do not "
+                            f"split into pp={p.pp} whole stages", LAYOUT_CONFLICT)
+    if p.vpp is not None and (places // p.pp) % p.vpp:
+        raise ScenarioError("parallelism.embedding_loss_in_split", f"{places // p.pp} places per stage do not split "
+                            f"into vpp={p.vpp} whole chunks", LAYOUT_CONFLICT)
 
 
 def _check_etp(s: ScenarioSpec) -> None:

@@ -122,6 +122,8 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     ok = (base["pp"] * base["vpp"] <= places) & ((base["pp"] > 1) | (base["vpp"] == 1))
     if p.vpp is None:  # auto: only vpp that split the stage's layers evenly
         ok &= np.mod(per_stage, base["vpp"]) == 0
+    if p.embedding_loss_in_split:  # Megatron-Core splits L + 2 places only into whole stages and chunks
+        ok &= (base["pp"] == 1) | ((np.mod(places, base["pp"]) == 0) & (np.mod(per_stage, base["vpp"]) == 0))
     base = _filter(base, ok)
     runs = _framework_can_run(s)
     base = _filter(base, runs(base["vpp"], "parallelism.vpp", p.vpp, p.allowed("vpp")))

@@ -318,7 +318,8 @@ FIELDS: tuple[Field, ...] = (
             "(2025-02): the layers split as if there were model.layers + 2, the first virtual stage of the first "
             "rank holding the embedding in place of a layer and the last one of the last rank the output layer "
             "and loss; Llama 3 (arXiv 2407.21783 section 3.3.2) removed one layer from its first and last stages "
-            "so. pp * vpp may then reach model.layers + 2 (docs/performance-model.md section 5)"),
+            "so. pp * vpp may then reach model.layers + 2, and the model.layers + 2 places must split into whole stages "
+            "and chunks, as Megatron-Core requires (docs/performance-model.md section 5)"),
     # ---- cluster (the writer's order)
     _f("cluster.gpu", "key", "GPU model (a catalog key)", default=MANDATORY),
     _f("cluster.gpus", "int", "GPUs in the job; a multiple of gpus_per_node (any count on rack-scale systems)",

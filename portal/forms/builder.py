@@ -112,6 +112,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     ep = int_input("parallelism.ep", required=False, label="Expert parallel (EP)")
     etp = int_input("parallelism.etp", required=False, label="Expert TP (folding)",
                     help_text="MoE parallel folding: the experts' TP degree. Empty = TP")
+    embedding_loss_in_split = forms.BooleanField(
+        required=False, label="Embedding and loss in the pipeline split",
+        help_text=f"{field('parallelism.embedding_loss_in_split').help} (Megatron-Core, Llama 3): PP × VPP may "
+                  "then reach the layers + 2")
 
     # cluster
     fleet = forms.ChoiceField(required=False, label="Cluster",
@@ -184,7 +188,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "training.framework_release": "framework",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
         "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "par_mode",
-        "parallelism.sequence_parallel": "par_mode",
+        "parallelism.sequence_parallel": "par_mode", "parallelism.embedding_loss_in_split": "embedding_loss_in_split",
         "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
         "cluster.nics_per_node": "nics_per_node", "cluster.gpus_per_rack": "gpus_per_rack", "cluster.routing": "routing",
         "cluster.qps_per_connection": "routing", "cluster.switch": "fabric", "cluster.nic": "nic_gbps",

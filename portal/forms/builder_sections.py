@@ -27,7 +27,8 @@ FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework"
 #: training keys the builder has no input for, kept from the stored scenario: every other key of the schema
 KEPT_TRAINING = tuple(sorted(k for k in keys("training") if k not in FORM_TRAINING))
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
-#: a number is derived from the cluster size, which the form may have changed)
+#: a number is derived from the cluster size, which the form may have changed); etp and embedding_loss_in_split
+#: only for a caller without their inputs (given, the input decides)
 KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement", "embedding_loss_in_split")
 #: the degrees the manual mode shows
 DEGREES = ("tp", "pp", "cp", "ep")
@@ -135,6 +136,10 @@ def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
         out.pop("etp", None)
         if d["etp"]:
             out["etp"] = d["etp"]
+    if "embedding_loss_in_split" in d:  # the form's box (its initial value is the stored one): unticked = none
+        out.pop("embedding_loss_in_split", None)
+        if d["embedding_loss_in_split"]:
+            out["embedding_loss_in_split"] = True
     if not d.get("moe_experts"):
         out["ep"] = 1  # expert parallelism needs experts
         out.pop("etp", None)  # and so does expert tensor parallelism
@@ -180,8 +185,8 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
 
 
 def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Form values of the inputs this module adds (MoE, MLA, framework, dispatcher, training formats, degrees, NICs,
-    routing)."""
+    """Form values of the inputs this module adds (MoE, MLA, framework, dispatcher, training formats, degrees and the
+    pipeline split, NICs, routing)."""
     m = _mapping(doc.get("model"))
     t = _mapping(doc.get("training"))
     p = doc.get("parallelism", "auto")
@@ -209,6 +214,7 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
         for name in (*DEGREES, "etp"):
             if isinstance(p.get(name), int):
                 out[name] = p[name]
+        out["embedding_loss_in_split"] = p.get("embedding_loss_in_split") is True
     else:
         out["par_mode"] = "auto"
     return out

@@ -69,3 +69,18 @@ def finished_run(catalog: Any) -> Any:
         return run
 
     return _make
+
+
+def refused_builder_post(client: Any, data: dict[str, Any], url: str | None = None) -> tuple[Any, Any]:
+    """POST builder ``data`` (to ``url``, default the new-scenario page) that the portal must refuse: the page again
+    with status 400 and, for a new scenario, nothing saved under ``data["name"]``. Returns (response, form errors)."""
+    from django.urls import reverse
+
+    from planning.models import Scenario
+
+    client.raise_request_exception = False
+    r = client.post(url or reverse("scenario-new"), data)
+    assert r.status_code == 400, r.status_code
+    if url is None:
+        assert not Scenario.objects.filter(name=data["name"]).exists()
+    return r, r.context["form"].errors

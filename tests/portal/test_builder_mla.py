@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import BUILDER_POST, DOC
+from tests.portal.conftest import BUILDER_POST, DOC, refused_builder_post
 from tests.portal.test_builder_sections import _submitted
 from tests.portal.test_pages import login
 
@@ -78,17 +78,11 @@ def test_all_inputs_empty_is_standard_attention(client: Any, make_user: Any, cat
 @pytest.mark.parametrize("missing", REQUIRED)
 def test_a_missing_head_width_is_refused_beside_its_input(client: Any, make_user: Any, catalog: Any,
                                                           missing: str) -> None:
-    from planning.models import Scenario
-
     login(client, make_user("planner"))
-    client.raise_request_exception = False
-    r = client.post(reverse("scenario-new"), {**MLA_POST, "name": "refused", missing: ""})
-    assert r.status_code == 400, r.status_code
-    errors = r.context["form"].errors
+    r, errors = refused_builder_post(client, {**MLA_POST, "name": "refused", missing: ""})
     assert list(errors) == [missing], errors
     assert errors[missing] == ["Required for multi-head latent attention."]
     assert "Required for multi-head latent attention." in r.content.decode()
-    assert not Scenario.objects.filter(name="refused").exists()
 
 
 def test_the_required_widths_are_the_engine_schemas() -> None:
@@ -103,45 +97,30 @@ def test_the_required_widths_are_the_engine_schemas() -> None:
 
 
 def test_a_kv_latent_rank_alone_needs_all_three_widths(client: Any, make_user: Any, catalog: Any) -> None:
-    from planning.models import Scenario
-
     login(client, make_user("planner"))
-    client.raise_request_exception = False
-    r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "refused", "kv_heads": 32, **EMPTY,
-                                              "mla_kv_lora_rank": 512})
-    assert r.status_code == 400, r.status_code
-    assert sorted(r.context["form"].errors) == sorted(REQUIRED)
-    assert not Scenario.objects.filter(name="refused").exists()
+    _r, errors = refused_builder_post(client, {**BUILDER_POST, "name": "refused", "kv_heads": 32, **EMPTY,
+                                               "mla_kv_lora_rank": 512})
+    assert sorted(errors) == sorted(REQUIRED)
 
 
 def test_other_kv_heads_are_refused_by_the_engine_beside_the_input(client: Any, make_user: Any,
                                                                    catalog: Any) -> None:
     """No rule of the form's own: the engine's parser refuses model.kv_heads, its message lands on the input."""
-    from planning.models import Scenario
     from portal.forms.builder import ScenarioBuilderForm
 
     assert ScenarioBuilderForm(data={**MLA_POST, "name": "refused", "kv_heads": 8}).is_valid()
     login(client, make_user("planner"))
-    client.raise_request_exception = False
-    r = client.post(reverse("scenario-new"), {**MLA_POST, "name": "refused", "kv_heads": 8})
-    assert r.status_code == 400, r.status_code
-    errors = r.context["form"].errors
+    r, errors = refused_builder_post(client, {**MLA_POST, "name": "refused", "kv_heads": 8})
     assert list(errors) == ["kv_heads"], errors
     text = " ".join(errors["kv_heads"])
     assert "own K and V" in text and "model.heads=32" in text  # engine/document/parse.py parse_model
     assert "own K and V" in r.content.decode()
-    assert not Scenario.objects.filter(name="refused").exists()
 
 
 def test_head_widths_without_a_kv_latent_rank_are_refused(client: Any, make_user: Any, catalog: Any) -> None:
-    from planning.models import Scenario
-
     login(client, make_user("planner"))
-    client.raise_request_exception = False
-    r = client.post(reverse("scenario-new"), {**MLA_POST, "name": "refused", "mla_kv_lora_rank": ""})
-    assert r.status_code == 400, r.status_code
-    assert list(r.context["form"].errors) == ["mla_kv_lora_rank"]
-    assert not Scenario.objects.filter(name="refused").exists()
+    _r, errors = refused_builder_post(client, {**MLA_POST, "name": "refused", "mla_kv_lora_rank": ""})
+    assert list(errors) == ["mla_kv_lora_rank"]
 
 
 # --- editing -------------------------------------------------------------------------------------------------

@@ -73,3 +73,24 @@ def test_the_search_tries_one_layer_per_chunk_only_with_the_split() -> None:
     without = candidate_layouts(parse_scenario(_doc(vpp="auto", split=None)))
     assert 8 in set(np.asarray(with_split.vpp).tolist())
     assert 8 not in set(np.asarray(without.vpp).tolist())
+
+
+@pytest.mark.parametrize(("pp", "vpp", "why"), [(12, 1, "12 whole stages"), (16, 3, "3 whole chunks")])
+def test_places_must_split_into_whole_stages_and_chunks(pp: int, vpp: int, why: str) -> None:
+    """Megatron-Core asserts (L + 2) % p == 0 and ((L + 2) / p) % v == 0 (transformer_block.py): 128 places do not
+    go into 12 stages, nor 8 per stage into 3 chunks."""
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(_doc(pp=pp, vpp=vpp, gpus=8 * pp * 8))
+    assert exc.value.field == "parallelism.embedding_loss_in_split" and why in str(exc.value)
+
+
+def test_the_search_keeps_only_whole_splits() -> None:
+    """96 layers + 2 = 98 places: pp 2 and 7 split them (49 and 14 per stage), pp 4 and 8 do not; without the flag
+    every pp that divides the GPUs is tried."""
+    doc = _doc(pp="auto", vpp="auto", gpus=1024)
+    doc["model"]["layers"] = 96
+    lay = candidate_layouts(parse_scenario(doc))
+    pps = set(np.asarray(lay.pp).tolist())
+    assert 2 in pps and not pps & {4, 8, 16}
+    for pp, vpp in zip(np.asarray(lay.pp).tolist(), np.asarray(lay.vpp).tolist(), strict=True):
+        assert pp == 1 or (98 % pp == 0 and (98 // pp) % vpp == 0)
