@@ -78,6 +78,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.11.1: with parallelism.embedding_loss_in_split the layers + 2 places split into whole stages and chunks
     # (Megatron-Core asserts it): other pp / vpp refused or not searched; validation rows unchanged
     "2.11.1": "c099a45f8d8cdbec6a8be050c0d68813027babc36220b353fea1a830338a517c",
+    # 2.11.2: no result changes: the validation report counts the scaling steps within 3 points
+    "2.11.2": "7beabb703b59c1ad4cf1d5851fe41d53eec4b2bb14e014299e02b30aae153086",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -17,6 +17,9 @@ from engine.validation.runs import source_key
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where manage.py validation_report writes docs/ by default
 BAD_ROW = 0.25  # the overview counts rows worse than this
 
+# issue #22: predicted per-GPU throughput change within this many points of measured at every size step
+SCALING_TARGET_POINTS = 3.0
+
 
 def _fmt(v: float) -> str:
     return f"{v:.4g}"
@@ -250,7 +253,8 @@ def _scaling_section(ev: Evaluation, plot: Path | None) -> list[str]:
             "",
             f"**{len(gaps)} size steps in {len(ev.series)} series: mean gap {sum(gaps) / len(gaps):+.1f} points; "
             f"{sum(1 for g in gaps if g > 0)} of {len(gaps)} positive (scale under-charged), largest "
-            f"{max(gaps):+.1f}, smallest {min(gaps):+.1f}.**",
+            f"{max(gaps):+.1f}, smallest {min(gaps):+.1f}; {sum(1 for g in gaps if abs(g) <= SCALING_TARGET_POINTS)} "
+            f"of {len(gaps)} within {SCALING_TARGET_POINTS:g} points (the target: all).**",
         ]
         diff = ev.table.get("differences") or {}
         if diff:

@@ -94,6 +94,17 @@ def test_scaling_series_are_found_and_reported(ev, md) -> None:
     assert p.measured_change == pytest.approx(60.1 * 2240 / (50.2 * 2800) - 1.0)
 
 
+def test_the_summary_counts_the_steps_within_three_points_of_the_table(ev, md) -> None:
+    """The count of size steps within the issue's 3 points is read back from the table's gap column, not from
+    the code that wrote it."""
+    section = md.split("## Scaling series", 1)[1].split("**Error on differences", 1)[0]
+    gaps = [float(line.rsplit("|", 2)[1]) for line in section.splitlines()
+            if line.startswith("| ") and line.rstrip().endswith("|") and re.search(r"\| [+-]\d+\.\d \|$", line)]
+    assert len(gaps) == sum(len(s.points) for s in ev.series)
+    within = sum(1 for g in gaps if abs(g) <= 3.0)
+    assert f"; {within} of {len(gaps)} within 3 points (the target: all).**" in section
+
+
 def test_scaling_change_by_hand() -> None:
     """Two sizes of one model from one source: a step-time row and a throughput row compare once both are
     turned into per-GPU throughput."""
