@@ -80,6 +80,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.11.1": "c099a45f8d8cdbec6a8be050c0d68813027babc36220b353fea1a830338a517c",
     # 2.11.2: no result changes: the validation report counts the scaling steps within 3 points
     "2.11.2": "7beabb703b59c1ad4cf1d5851fe41d53eec4b2bb14e014299e02b30aae153086",
+    # 2.11.3: no result changes: Context carries the pipeline split's places (ParallelismSpec.pipeline_slots)
+    # instead of a second "+ 2"; the p = 2 stage and chunk-0 memory rules read edges_in_split
+    "2.11.3": "bfd658f1f9894b7ef2cf23de5fcce49381582bdbfa5e2b8e551f91987c1eebc4",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -76,7 +76,7 @@ class Context:
     """Scalars of one scenario (model, batch, GPU, fabric) shared by every layout."""
 
     layers: int
-    edge_slots: int  # 1 when the embedding and the loss each take a layer's place in the pipeline split, else 0
+    pipeline_places: int  # places the pipeline split divides (ParallelismSpec.pipeline_slots): layers (+ 2 with the edges)
     hidden: float
     heads: float
     attn: AttentionWidths  # the attention's per-token widths and projection MACs (standard or MLA)
@@ -194,7 +194,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
                             qps=qps or DEFAULT_QPS.get(c.routing, 1.0), fabric=c.fabric)
     return Context(
         layers=m.layers,
-        edge_slots=1 if s.parallelism.embedding_loss_in_split else 0,
+        pipeline_places=s.parallelism.pipeline_slots(m.layers),
         hidden=float(m.hidden),
         heads=float(m.heads),
         attn=attention_widths(m),

@@ -27,7 +27,12 @@ from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
 from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
-from engine.performance.terms.shape import LayoutShape, full_recompute_share, pipeline_chunk_layers
+from engine.performance.terms.shape import (
+    LayoutShape,
+    edges_in_split,
+    full_recompute_share,
+    pipeline_chunk_layers,
+)
 from engine.performance.terms.sharding import state_bytes, zero3_buffer_bytes
 from engine.schema.enums import RecomputeModule
 from engine.units import GIGA, Bytes, Count
@@ -168,7 +173,7 @@ def in_flight_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape)
     chunk = pipeline_chunk_layers(ctx, lay)
     chunk0 = np.where(np.mod(ctx.layers, pp * vpp) > 0, np.floor(ctx.layers / (pp * vpp)), chunk)
     chunk0 = np.maximum(chunk0, np.minimum(chunk, 1.0))
-    if ctx.edge_slots:
+    if edges_in_split(ctx):
         chunk0 = np.where(pp > 1, chunk - 1.0, chunk0)
     layer_mbs = np.where(vpp > 1, chunk0 * (CHUNK0_PASSES_PER_STAGE * pp - 1.0) + chunk * (vpp - 1.0) * pp,
                          chunk0 * pp)

@@ -53,8 +53,14 @@ def pipeline_chunk_layers(ctx: Context, lay: Layouts) -> Count:
     """Places of one virtual stage (model chunk) in the pipeline split: ceil(L / (p v)), or ceil((L + 2) / (p v))
     when the embedding and the loss each take one (``parallelism.embedding_loss_in_split``; Megatron-Core's
     account_for_embedding/loss_in_pipeline_split, Llama 3 section 3.3.2) and there is a pipeline."""
-    places = ctx.layers + 2 * ctx.edge_slots * (lay.pp > 1)
+    places = np.where(lay.pp > 1, ctx.pipeline_places, ctx.layers)
     return np.ceil(places / (lay.pp * lay.vpp))
+
+
+def edges_in_split(ctx: Context) -> bool:
+    """Whether the embedding and the loss take places of their own in the pipeline split (more places than
+    layers; ``parallelism.embedding_loss_in_split``)."""
+    return ctx.pipeline_places > ctx.layers
 
 
 def stage_layers(ctx: Context, lay: Layouts) -> Count:
@@ -62,7 +68,7 @@ def stage_layers(ctx: Context, lay: Layouts) -> Count:
     the loss in the split, a middle rank (p >= 3) holds v full chunks; at p = 2 both ranks give one place to the
     embedding or the loss."""
     full = pipeline_chunk_layers(ctx, lay) * lay.vpp
-    return np.asarray(full - ctx.edge_slots * (lay.pp == 2), dtype=np.float64)
+    return np.asarray(full - edges_in_split(ctx) * (lay.pp == 2), dtype=np.float64)
 
 
 def expert_dp_ranks(lay: Layouts) -> Count:
