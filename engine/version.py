@@ -83,6 +83,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.11.3: no result changes: Context carries the pipeline split's places (ParallelismSpec.pipeline_slots)
     # instead of a second "+ 2"; the p = 2 stage and chunk-0 memory rules read edges_in_split
     "2.11.3": "bfd658f1f9894b7ef2cf23de5fcce49381582bdbfa5e2b8e551f91987c1eebc4",
+    # 2.12.0: the last pipeline rank's activations follow Megatron's interleaved warm-up ((v-1)p chunk-forwards
+    # plus one; was one micro-batch of its layers) and, with the embedding/loss split, its last chunk holds one
+    # layer fewer; validation rows unchanged
+    "2.12.0": "a0c43aadacf93346b25e1aac31fd16fd7b242367ab462d76ae087fc2ac0c80a6",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

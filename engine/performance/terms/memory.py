@@ -29,6 +29,7 @@ from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import (
     LayoutShape,
+    edge_stage_layers,
     edges_in_split,
     full_recompute_share,
     pipeline_chunk_layers,
@@ -180,6 +181,18 @@ def in_flight_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape)
     return layer_mbs * np.minimum(pp, shape.microbatch_count) / pp
 
 
+def last_rank_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape) -> Count:
+    """Layer-micro-batches of activations the last pipeline rank holds (beside one micro-batch's logits). 1F1B: one
+    micro-batch of its layers. Interleaved (v chunks): Megatron's warm-up of (v-1)p chunk-forwards plus one (its
+    warm-up count (p - rank - 1) 2 + (v - 1) p at rank p - 1), i.e. p micro-batches of each chunk but the last and
+    one of the last. With the output layer and loss in the split (parallelism.embedding_loss_in_split) the last
+    chunk holds one layer fewer."""
+    chunk = pipeline_chunk_layers(ctx, lay)
+    last_chunk = edge_stage_layers(ctx, lay) - chunk * (lay.vpp - 1.0)
+    earlier = chunk * (lay.vpp - 1.0) * np.minimum(lay.pp, shape.microbatch_count)
+    return np.asarray(earlier + last_chunk, dtype=np.float64)
+
+
 def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
                    params: GpuParams) -> MemoryPerGpu:
     """Bytes per GPU on the busiest pipeline stage (the first, or the last with its logits)."""
@@ -195,7 +208,8 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     logits = m_tok * ctx.vocab / lay.tp * LOGITS_BYTES_PER_ELEM
     act_mem = m_tok * act.kept_bytes * in_flight + working + np.where(pp > 1, 0.0, logits)
     first = states + buffers + act_mem
-    last = np.where(pp > 1, states + buffers + m_tok * shape.stage_layers * act.kept_bytes + logits, 0.0)
+    last_in_flight = last_rank_layer_microbatches(ctx, lay, shape)
+    last = np.where(pp > 1, states + buffers + m_tok * last_in_flight * act.kept_bytes + logits, 0.0)
     return MemoryPerGpu(states_bytes=states, zero3_buffer_bytes=buffers, in_flight_layer_microbatches=in_flight,
                         activation_bytes=act_mem, logits_bytes=logits, last_stage_bytes=last,
                         total_bytes=np.asarray(np.maximum(first, last), dtype=np.float64))

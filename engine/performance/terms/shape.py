@@ -68,7 +68,14 @@ def stage_layers(ctx: Context, lay: Layouts) -> Count:
     the loss in the split, a middle rank (p >= 3) holds v full chunks; at p = 2 both ranks give one place to the
     embedding or the loss."""
     full = pipeline_chunk_layers(ctx, lay) * lay.vpp
-    return np.asarray(full - edges_in_split(ctx) * (lay.pp == 2), dtype=np.float64)
+    return np.asarray(np.where(lay.pp == 2, edge_stage_layers(ctx, lay), full), dtype=np.float64)
+
+
+def edge_stage_layers(ctx: Context, lay: Layouts) -> Count:
+    """Transformer layers on the first or the last pipeline rank: v chunks of ceil(L / (p v)), less the place the
+    embedding (first rank) or the output layer and loss (last rank) take when they are in the split."""
+    full = pipeline_chunk_layers(ctx, lay) * lay.vpp
+    return np.asarray(full - edges_in_split(ctx) * (lay.pp > 1), dtype=np.float64)
 
 
 def expert_dp_ranks(lay: Layouts) -> Count:

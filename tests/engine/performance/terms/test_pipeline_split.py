@@ -13,7 +13,7 @@ import pytest
 from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.api import candidate_layouts
-from engine.performance.terms.memory import in_flight_layer_microbatches
+from engine.performance.terms.memory import in_flight_layer_microbatches, last_rank_layer_microbatches
 from engine.schema.types import scenario_to_dict
 from tests.engine._scenarios import LLAMA_7B, scenario
 from tests.engine.performance._build import build
@@ -66,6 +66,18 @@ def test_first_stage_keeps_no_layer_activations_of_its_first_chunk() -> None:
     assert in_flight_layer_microbatches(ctx, lay, shape)[0] == pytest.approx(7 * 1 * 16)
     ctx4, lay4, shape4 = build(_doc(vpp=4, split=None, gb=128))
     assert in_flight_layer_microbatches(ctx4, lay4, shape4)[0] == pytest.approx(1 * 31 + 3 * 2 * 16)
+
+
+def test_last_rank_holds_its_warm_up_less_the_loss_place() -> None:
+    """Megatron's interleaved warm-up at the last rank (p - 1): (p - rank - 1) * 2 + (v - 1) * p = 7 * 16 = 112
+    chunk-forwards, plus one in steady state: 16 micro-batches of each of chunks 0-6 and one of chunk 7. With the
+    split (128 places, one per chunk) chunk 7 holds the output layer and loss only: 7 * 16 * 1 + 1 * 0 = 112; without
+    it at vpp 4 (chunks of ceil(126 / 64) = 2 layers): 3 * 16 * 2 + 1 * 2 = 98. Not interleaved, one micro-batch of
+    the rank's layers: 8 at pp 16 (126 / 16 rounded up), 7 with the split (128 / 16 = 8 places, one the loss's)."""
+    for doc, expected in ((_doc(gb=128), 7 * 16 * 1), (_doc(vpp=4, split=None, gb=128), 3 * 16 * 2 + 2),
+                          (_doc(vpp=1, split=None, gb=128), 8), (_doc(vpp=1, gb=128), 7)):
+        ctx, lay, shape = build(doc)
+        assert last_rank_layer_microbatches(ctx, lay, shape)[0] == pytest.approx(expected)
 
 
 def test_the_search_tries_one_layer_per_chunk_only_with_the_split() -> None:
