@@ -108,6 +108,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                                  widget=forms.RadioSelect)
     tp = int_input("parallelism.tp", required=False, label="Tensor parallel (TP)")
     pp = int_input("parallelism.pp", required=False, label="Pipeline parallel (PP)")
+    vpp = int_input("parallelism.vpp", required=False, label="Virtual pipeline stages (VPP)",
+                    help_text=f"{field('parallelism.vpp').help}. Empty = searched")
     cp = int_input("parallelism.cp", required=False, label="Context parallel (CP)")
     ep = int_input("parallelism.ep", required=False, label="Expert parallel (EP)")
     etp = int_input("parallelism.etp", required=False, label="Expert TP (folding)",
@@ -187,7 +189,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "training.activation_cache": "activation_cache", "training.optimizer_moments": "optimizer_moments",
         "training.framework_release": "framework",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
-        "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "par_mode",
+        "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "vpp",
         "parallelism.sequence_parallel": "par_mode", "parallelism.embedding_loss_in_split": "embedding_loss_in_split",
         "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
         "cluster.nics_per_node": "nics_per_node", "cluster.gpus_per_rack": "gpus_per_rack", "cluster.routing": "routing",

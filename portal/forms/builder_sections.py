@@ -27,8 +27,8 @@ FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework"
 #: training keys the builder has no input for, kept from the stored scenario: every other key of the schema
 KEPT_TRAINING = tuple(sorted(k for k in keys("training") if k not in FORM_TRAINING))
 #: parallelism keys the manual mode has no input for, kept from the stored scenario ("dp" only when "auto":
-#: a number is derived from the cluster size, which the form may have changed); etp and embedding_loss_in_split
-#: only for a caller without their inputs (given, the input decides)
+#: a number is derived from the cluster size, which the form may have changed); vpp, etp and
+#: embedding_loss_in_split only for a caller without their inputs (given, the input decides)
 KEPT_PARALLELISM = ("vpp", "sequence_parallel", "etp", "dp_placement", "embedding_loss_in_split")
 #: the degrees the manual mode shows
 DEGREES = ("tp", "pp", "cp", "ep")
@@ -121,7 +121,8 @@ def training_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str,
 
 def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
     """``parallelism``: ``"auto"`` (search everything), or the degrees given. A degree left empty is 1, or what
-    the stored scenario searched (``"auto"`` or a list of allowed values): an untouched edit keeps it as it was."""
+    the stored scenario searched (``"auto"`` or a list of allowed values): an untouched edit keeps it as it was.
+    The interleaved pipeline degree (``vpp``) left empty is searched (``"auto"``), or keeps the stored list."""
     if d.get("par_mode") != "manual":
         return "auto"
     stored = _mapping(base)
@@ -132,6 +133,9 @@ def parallelism_section(d: Mapping[str, Any], base: Any) -> Any:
         value, kept = d.get(name), stored.get(name)
         # empty: the stored search ("auto", or a list of allowed values) stays; else 1
         out[name] = value if value else (copy.deepcopy(kept) if kept == "auto" or isinstance(kept, list) else 1)
+    if "vpp" in d:  # the form's input (its initial value is the stored one): empty = searched, or the stored list
+        kept = stored.get("vpp")
+        out["vpp"] = d["vpp"] if d["vpp"] else (copy.deepcopy(kept) if isinstance(kept, list) else "auto")
     if "etp" in d:  # the form's input (its initial value is the stored one): empty = none
         out.pop("etp", None)
         if d["etp"]:
@@ -185,8 +189,8 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
 
 
 def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Form values of the inputs this module adds (MoE, MLA, framework, dispatcher, training formats, degrees and the
-    pipeline split, NICs, routing)."""
+    """Form values of the inputs this module adds (MoE, MLA, framework, dispatcher, training formats, degrees, the
+    interleaved pipeline degree and the pipeline split, NICs, routing)."""
     m = _mapping(doc.get("model"))
     t = _mapping(doc.get("training"))
     p = doc.get("parallelism", "auto")
@@ -211,7 +215,7 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["gpus_per_rack"] = c["gpus_per_rack"]
     if isinstance(p, Mapping) and p:
         out["par_mode"] = "manual"
-        for name in (*DEGREES, "etp"):
+        for name in (*DEGREES, "vpp", "etp"):
             if isinstance(p.get(name), int):
                 out[name] = p[name]
         out["embedding_loss_in_split"] = p.get("embedding_loss_in_split") is True

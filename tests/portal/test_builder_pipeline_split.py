@@ -1,8 +1,8 @@
 """The builder's box for parallelism.embedding_loss_in_split (the embedding and the loss each take one layer's place in
 the pipeline split, so pp * vpp may reach model.layers + 2): ticked in manual mode it writes the key, and the engine
 takes 16 x 8 = 128 virtual stages for 126 layers; unticked, the engine's parser refuses them (its message, at
-parallelism.vpp, lands where vpp errors go: the parallelism input). An edit shows the stored flag ticked, and
-unticking it removes the key. The builder has no vpp input: vpp 8 comes from the stored scenario (kept by the edit)."""
+parallelism.vpp, lands beside the vpp input). An edit shows the stored flag ticked, and unticking it removes the
+key. vpp 8 comes from the stored scenario (shown in the vpp input, so the edit keeps it)."""
 
 from __future__ import annotations
 
@@ -59,15 +59,15 @@ def test_the_ticked_box_lets_pp_times_vpp_reach_the_layers_plus_two(client: Any,
     assert (par["pp"], par["vpp"], par[BOX]) == (16, 8, True)
 
 
-def test_without_the_box_the_engine_refuses_it_beside_the_parallelism_input(client: Any, make_user: Any, team: Any,
-                                                                            catalog: Any) -> None:
+def test_without_the_box_the_engine_refuses_it_beside_the_vpp_input(client: Any, make_user: Any, team: Any,
+                                                                     catalog: Any) -> None:
     user = make_user("planner", team=team)
     s = _stored_scenario(team, user)
     login(client, user)
     r, errors = refused_builder_post(client, {**_unticked(_edit_page(client, s)), "pp": 16},
                                      url=reverse("scenario-edit", args=[s.pk]))
-    assert list(errors) == ["par_mode"], errors  # parallelism.vpp's input (the builder has no vpp input)
-    text = " ".join(errors["par_mode"])
+    assert list(errors) == ["vpp"], errors  # parallelism.vpp's input
+    text = " ".join(errors["vpp"])
     assert "pp*vpp=128" in text and "model.layers=126" in text  # engine/document/layout_checks.py
     assert "model.layers=126" in r.content.decode()
     s.refresh_from_db()
