@@ -87,6 +87,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # plus one; was one micro-batch of its layers) and, with the embedding/loss split, its last chunk holds one
     # layer fewer; validation rows unchanged
     "2.12.0": "a0c43aadacf93346b25e1aac31fd16fd7b242367ab462d76ae087fc2ac0c80a6",
+    # 2.12.1: no result changes: api.check_runnable (predict's refusals before evaluating: GPU precision, no layout,
+    # search too large), called at save time
+    "2.12.1": "111a5d22aafdbf5259af037acb932733b5641dc3159350b59bbfd3b1e13c715f",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -145,6 +145,17 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
                    dp_order=base["dp_order"], etp=etp)
 
 
+def check_runnable(s: ScenarioSpec, catalog: CatalogItems | None = None) -> None:
+    """Raise :class:`ScenarioError` naming the field where ``predict`` would refuse a parsed scenario before
+    evaluating it: a precision the GPU has no tensor cores for (the model context's checks), fixed settings that
+    leave no layout (a framework that cannot run a given vpp or ZeRO stage at its release, degrees whose product or
+    expert grid leaves nothing). The parser's checks are per field; these need the GPU and the whole layout space,
+    so the platform calls this at save time too, and a scenario that could not run is refused when it is saved; so
+    is a search too large to enumerate (the estimate's refusal names the degrees to fix), which no run could do."""
+    make_context(s, gpu_spec(s.cluster.gpu, catalog))
+    candidate_layouts(s)
+
+
 def _expert_grid(base: dict[str, Arr], etp: int | None) -> dict[str, Arr]:
     """The EP degrees a layout can hold. Without ``parallelism.etp`` experts are tensor-parallel like attention and
     EP is drawn from the d c ranks: ep divides dp * cp. With it (MoE parallel folding, never searched) the expert

@@ -10,7 +10,8 @@ from planning.models import Catalog, CatalogItem, CatalogVersion, Fleet, ObjectC
 
 
 class CatalogItemFilter(ScopedFilterSet):
-    catalog = filters.NumberFilter(field_name="version__catalog_id")
+    # a choice of the catalogs the caller sees (an id no catalog has, or a number no column holds, is a 400)
+    catalog = filters.ModelChoiceFilter(field_name="version__catalog", queryset=Catalog.objects.all())
     latest = filters.BooleanFilter(method="filter_latest", label="Only items of each catalog's latest version")
 
     class Meta:

@@ -11,6 +11,7 @@ from engine.document.parse import parse_scenario
 from engine.document.ranges import set_path
 from engine.errors import ScenarioError
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
+from engine.performance.api import check_runnable
 from engine.schema.types import ScenarioSpec
 from planning.models import Fleet, Workload
 
@@ -20,14 +21,18 @@ def document_validate(
 ) -> ScenarioSpec:
     """Check a full engine document with the engine's own rules; 400-style errors name the field.
 
-    Save-time validation is the engine's parser (as :func:`engine.document.validate.validate_scenario`), so
-    this returns what it parsed — the engine :class:`~engine.schema.types.ScenarioSpec`, fabric sized — and a
-    caller that goes on to run the engine in the same request hands it that instead of parsing again.
+    Save-time validation is the engine's parser (as :func:`engine.document.validate.validate_scenario`) and its
+    layout check (:func:`engine.performance.api.check_runnable`: fixed settings the search would refuse, such as
+    an interleaved pipeline on DeepSpeed), so this returns what it parsed — the engine
+    :class:`~engine.schema.types.ScenarioSpec`, fabric sized — and a caller that goes on to run the engine in the
+    same request hands it that instead of parsing again.
     """
     try:
         if not isinstance(document, Mapping):
             raise ScenarioError("scenario", f"must be an object, got {type(document).__name__}")
-        return parse_scenario(document, catalog=catalog)
+        spec = parse_scenario(document, catalog=catalog)
+        check_runnable(spec, catalog)
+        return spec
     except ValueError as exc:
         field = str(getattr(exc, "field", "") or "detail")
         raise ValidationError({field: [str(getattr(exc, "message", exc))]}) from None

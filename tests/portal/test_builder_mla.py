@@ -223,8 +223,11 @@ def test_posting_the_v3_preset_stores_its_model_and_the_edit_names_the_preset(cl
     user = make_user("planner", team=team)
     login(client, user)
     fields = preset_form_fields("deepseek-v3")
+    # DeepSeek-V3's own degrees (arXiv 2412.19437 s.3.2.1: 16-way pipeline, 64-way expert parallelism): with every
+    # degree "auto" the search would enumerate more layouts than it allows, and the save refuses that
     post = {**BUILDER_POST, **fields, "name": "v3", "preset": "deepseek-v3", "gated_ffn": "on",
-            "gpu": "H800", "gpus": 2048, "precision": "fp8"}
+            "gpu": "H800", "gpus": 2048, "precision": "fp8", "par_mode": "manual", "tp": 1, "pp": 16, "cp": 1,
+            "ep": 64}
     r = client.post(reverse("scenario-new"), post)
     assert r.status_code == 302, r.content.decode()[:2000]
     s = _saved("v3")
