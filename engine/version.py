@@ -90,6 +90,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.12.1: no result changes: api.check_runnable (predict's refusals before evaluating: GPU precision, no layout,
     # search too large), called at save time
     "2.12.1": "111a5d22aafdbf5259af037acb932733b5641dc3159350b59bbfd3b1e13c715f",
+    # 2.12.2: no result changes: document.validate's docstring names check_runnable
+    "2.12.2": "952ac5e957c4757d0786c298f17c5d304b6df883095836de04aefc1f2bae9d93",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -4,7 +4,10 @@ Save-time validation is the parser itself (:func:`engine.document.parse.parse_sc
 checks ``predict`` and ``tco`` apply before computing — structure and values against the bounds table, ranges
 (low <= likely <= high), the ``costs`` section, catalog keys, and the fabric sizing (an unbuildable fabric or a
 routing mode the switch lacks) — so the platform refuses a bad scenario at save time with the field named,
-rather than at run time.
+rather than at run time. What needs the GPU's tensor cores or the whole layout space (a precision the GPU lacks, a
+framework that cannot run a fixed setting, no layout, a search over the limit) is
+:func:`engine.performance.api.check_runnable`, a layer above this one; the platform's save calls both
+(``planning.services.documents.document_validate``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ from planning.services.documents import (
     document_validate,
     fleet_cluster,
     gpu_server_item,
+    runnable_key,
+    runnable_validate,
     set_dotted,
 )
 from planning.services.fleets import fleet_create, fleet_delete, fleet_update
@@ -91,6 +93,8 @@ __all__ = [
     "fleet_update",
     "fleets_import",
     "gpu_server_item",
+    "runnable_key",
+    "runnable_validate",
     "scenario_create",
     "scenario_delete",
     "scenario_document",

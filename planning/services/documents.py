@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from planning.models import Fleet, Workload
 
 
 def document_validate(
-    *, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None
+    *, document: Mapping[str, Any], catalog: Mapping[str, dict[str, Any]] | None, runnable: bool = True
 ) -> ScenarioSpec:
     """Check a full engine document with the engine's own rules; 400-style errors name the field.
 
@@ -25,17 +26,41 @@ def document_validate(
     layout check (:func:`engine.performance.api.check_runnable`: fixed settings the search would refuse, such as
     an interleaved pipeline on DeepSpeed), so this returns what it parsed — the engine
     :class:`~engine.schema.types.ScenarioSpec`, fabric sized — and a caller that goes on to run the engine in the
-    same request hands it that instead of parsing again.
+    same request hands it that instead of parsing again. ``runnable=False`` parses only: a caller validating many
+    documents that share their layout space (a sweep's children) runs :func:`runnable_validate` once per space.
     """
     try:
         if not isinstance(document, Mapping):
             raise ScenarioError("scenario", f"must be an object, got {type(document).__name__}")
         spec = parse_scenario(document, catalog=catalog)
-        check_runnable(spec, catalog)
+        if runnable:
+            check_runnable(spec, catalog)
         return spec
     except ValueError as exc:
-        field = str(getattr(exc, "field", "") or "detail")
-        raise ValidationError({field: [str(getattr(exc, "message", exc))]}) from None
+        raise _field_error(exc) from None
+
+
+def runnable_validate(*, spec: ScenarioSpec, catalog: Mapping[str, dict[str, Any]] | None) -> None:
+    """The layout half of :func:`document_validate` on a parsed scenario (:func:`check_runnable`), 400-style."""
+    try:
+        check_runnable(spec, catalog)
+    except ValueError as exc:
+        raise _field_error(exc) from None
+
+
+def runnable_key(document: Mapping[str, Any]) -> tuple[str, ...]:
+    """What :func:`check_runnable` reads of a document (the layout space and the GPU's precisions): documents with
+    the same key pass or fail it together."""
+    cluster = document.get("cluster") or {}
+    parts = (document.get("model"), document.get("training"), document.get("parallelism"),
+             cluster.get("gpus") if isinstance(cluster, Mapping) else None,
+             cluster.get("gpu") if isinstance(cluster, Mapping) else None)
+    return tuple(json.dumps(part, sort_keys=True, default=str) for part in parts)
+
+
+def _field_error(exc: ValueError) -> ValidationError:
+    field = str(getattr(exc, "field", "") or "detail")
+    return ValidationError({field: [str(getattr(exc, "message", exc))]})
 
 
 def fleet_cluster(*, fleet: Fleet, catalog: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -110,6 +110,7 @@ def _combination_documents(
     docs: list[dict[str, Any]] = []
     parsed: list[Any] = []
     seen: dict[str, tuple[dict[str, Any], Any]] = {}
+    runnable: set[tuple[str, ...]] = set()  # layout spaces already checked (a cost axis shares one)
     errors: dict[str, list[str]] = {}
     for combo in combos:
         key = canonical_json(combo)
@@ -122,7 +123,10 @@ def _combination_documents(
             planning.set_dotted(doc, path, value)
         scenario = None
         try:
-            scenario = planning.document_validate(document=doc, catalog=catalog)
+            scenario = planning.document_validate(document=doc, catalog=catalog, runnable=False)
+            if planning.runnable_key(doc) not in runnable:
+                planning.runnable_validate(spec=scenario, catalog=catalog)
+                runnable.add(planning.runnable_key(doc))
         except ValidationError as exc:
             _child_error(errors, combo, exc)
             if sum(len(v) for v in errors.values()) >= 5:
