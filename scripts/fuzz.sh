@@ -10,5 +10,5 @@ export FP_FUZZ_SEED="${FP_FUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 echo "fuzz: ${FP_FUZZ_EXAMPLES} examples per operation, seed ${FP_FUZZ_SEED} (replay with FP_FUZZ_SEED=${FP_FUZZ_SEED})"
 # the importers' and forms' property tests with fresh random examples (CI runs them derandomized)
 HYPOTHESIS_PROFILE=fuzz .venv/bin/python -m pytest -p no:cacheprovider -q -m "not integration and not browser" \
-  tests/engine/test_calibration_import.py tests/security/test_portal_fuzz.py
+  tests/engine/calibration/test_calibration_import.py tests/security/test_portal_fuzz.py
 exec .venv/bin/python -m pytest -p no:cacheprovider tests/security/test_api_fuzz.py -s -q --timeout 3600 "$@"

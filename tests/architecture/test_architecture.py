@@ -123,3 +123,14 @@ def test_a_regressed_layout_is_reported(tmp_path: Path) -> None:
                      "tests/engine/fleet/: no __init__.py", "tests/simulations/widgets/: mirrors nothing"):
         assert expected in problems, problems
     assert "tests/simulations/: " not in problems, problems
+
+
+def test_the_test_files_scripts_name_exist() -> None:
+    """`make fuzz`, CI and the Makefile name test files by path; a file moved without them makes the command fail
+    (scripts/fuzz.sh named tests/engine/test_calibration_import.py for a while after it moved to calibration/)."""
+    import re
+
+    named = {path for script in [ROOT / "Makefile", ROOT / ".ci/run", *sorted((ROOT / "scripts").glob("*.sh"))]
+             for path in re.findall(r"\btests/[\w/]+\.py\b", script.read_text(encoding="utf-8"))}
+    assert named, "no script names a test file: the pattern no longer matches"
+    assert sorted(p for p in named if not (ROOT / p).is_file()) == []
