@@ -9,33 +9,13 @@ import pytest
 from django.urls import reverse
 
 from tests.engine.performance.test_advice_sizing import doc
+from tests.simulations.api._flows import run_result, save_scenario
 
 pytestmark = pytest.mark.django_db
 
 
 def _scenario(client: Any, gpus: int) -> int:
-    d = doc(gpus)
-    r = client.post("/api/v1/workloads/", {"name": f"Llama 3 70B ({gpus})", "model": d["model"],
-                                           "training": d["training"], "parallelism": d["parallelism"]},
-                    format="json")
-    assert r.status_code == 201, r.content
-    r = client.post("/api/v1/scenarios/", {"name": f"GB300 {gpus}", "workload": r.json()["id"],
-                                           "cluster": d["cluster"]}, format="json")
-    assert r.status_code == 201, r.content
-    return int(r.json()["id"])
-
-
-def _run(client: Any, scenario_id: int, kind: str) -> tuple[int, dict[str, Any]]:
-    from simulations import services
-
-    r = client.post(f"/api/v1/scenarios/{scenario_id}/run/", {"kind": kind}, format="json")
-    assert r.status_code == 202, r.content
-    run = services.run_execute(run_id=r.json()["id"])
-    assert run is not None and run.status == "succeeded", getattr(run, "error", None)
-    r = client.get(f"/api/v1/runs/{run.pk}/result/")
-    assert r.status_code == 200, r.content
-    body = r.json()
-    return run.pk, body.get("result", body)
+    return save_scenario(client, doc(gpus), f"GB300 {gpus}")
 
 
 def _awkward(notes: list[str]) -> list[str]:
@@ -47,7 +27,7 @@ def test_the_note_reaches_the_api_and_the_run_page(world: dict[str, Any], api_cl
                                                     kind: str) -> None:
     planner = world["users"]["planner"]
     api = api_client_for(planner)
-    run_id, result = _run(api, _scenario(api, 2016), kind)
+    run_id, result = run_result(api, _scenario(api, 2016), kind)
     perf = result["performance"] if kind == "tco" else result
     assert perf["parallelism"]["pp"] == 63
     notes = _awkward(perf["notes"])
@@ -66,5 +46,5 @@ def test_the_note_reaches_the_api_and_the_run_page(world: dict[str, Any], api_cl
 
 def test_a_size_that_factors_well_has_no_note(world: dict[str, Any], api_client_for: Any) -> None:
     api = api_client_for(world["users"]["planner"])
-    _, result = _run(api, _scenario(api, 2304), "predict")
+    _, result = run_result(api, _scenario(api, 2304), "predict")
     assert result["parallelism"]["pp"] == 9 and _awkward(result["notes"]) == []

@@ -8,28 +8,17 @@ from typing import Any
 import pytest
 
 from tests.engine.performance.test_blackwell_acceptance_cli import CASES, b300_nvfp4
+from tests.simulations.api._flows import run_result, save_scenario, save_workload
 
 pytestmark = pytest.mark.django_db
 
 
-def _workload(client: Any, doc: dict[str, Any]) -> int:
-    r = client.post("/api/v1/workloads/", {"name": "Llama-3-70B", "model": doc["model"],
-                                           "training": doc["training"], "parallelism": doc["parallelism"]},
-                    format="json")
-    assert r.status_code == 201, r.content
-    return int(r.json()["id"])
-
-
 @pytest.mark.parametrize(("case", "server"), [("b300-nvfp4", "HGX-B300"), ("gb300-64", "GB300-NVL72")])
 def test_save_preview_and_price(world: dict[str, Any], api_client_for: Any, case: str, server: str) -> None:
-    from simulations import services
-
     doc = CASES[case]()
     client = api_client_for(world["users"]["planner"])
-    r = client.post("/api/v1/scenarios/", {"name": case, "workload": _workload(client, doc),
-                                           "cluster": doc["cluster"]}, format="json")
-    assert r.status_code == 201, r.content
-    scenario_id = r.json()["id"]
+    scenario_id = save_scenario(client, doc, case)
+    r = client.get(f"/api/v1/scenarios/{scenario_id}/")
     r = client.get(f"/api/v1/workloads/{r.json()['workload']}/")
     assert r.status_code == 200 and r.json()["training"]["precision"] == doc["training"]["precision"], r.content
 
@@ -39,13 +28,7 @@ def test_save_preview_and_price(world: dict[str, Any], api_client_for: Any, case
     assert preview["fits"] is True and 0.05 < preview["mfu"] < 0.9 and preview["step_time_s"] > 0, preview
     assert preview["parallelism"]["dp"] * preview["parallelism"]["tp"] == doc["cluster"]["gpus"]
 
-    r = client.post(f"/api/v1/scenarios/{scenario_id}/run/", {"kind": "tco"}, format="json")
-    assert r.status_code == 202, r.content
-    run = services.run_execute(run_id=r.json()["id"])
-    assert run is not None and run.status == "succeeded", getattr(run, "error", None)
-    r = client.get(f"/api/v1/runs/{run.pk}/result/")
-    assert r.status_code == 200, r.content
-    body = r.json().get("result", r.json())
+    _, body = run_result(client, scenario_id, "tco")
     perf = body["performance"]
     assert perf["fits"] is True and 0.05 < perf["mfu"] < 0.9
     # the run and the preview are the same engine on the same document
@@ -55,18 +38,8 @@ def test_save_preview_and_price(world: dict[str, Any], api_client_for: Any, case
 
 
 def test_gb300_64_run_buys_one_rack(world: dict[str, Any], api_client_for: Any) -> None:
-    from simulations import services
-
-    doc = CASES["gb300-64"]()
     client = api_client_for(world["users"]["planner"])
-    r = client.post("/api/v1/scenarios/", {"name": "one rack", "workload": _workload(client, doc),
-                                           "cluster": doc["cluster"]}, format="json")
-    assert r.status_code == 201, r.content
-    r = client.post(f"/api/v1/scenarios/{r.json()['id']}/run/", {"kind": "tco"}, format="json")
-    run = services.run_execute(run_id=r.json()["id"])
-    assert run is not None and run.status == "succeeded", getattr(run, "error", None)
-    body = client.get(f"/api/v1/runs/{run.pk}/result/").json()
-    body = body.get("result", body)
+    _, body = run_result(client, save_scenario(client, CASES["gb300-64"](), "one rack"), "tco")
     rack = next(li for li in body["tco"]["line_items"] if "GB300-NVL72" in li["item"])
     assert rack["quantity"] == 1 and body["fabric"]["nvlink_domain_gpus"] == 64
 
@@ -84,7 +57,7 @@ def test_nvfp4_on_h100_preview_is_a_400_naming_training_precision(world: dict[st
 def test_nvfp4_on_h100_is_refused_when_saved(world: dict[str, Any], api_client_for: Any) -> None:
     doc = b300_nvfp4(gpu="H100-SXM")
     client = api_client_for(world["users"]["planner"])
-    workload = _workload(client, doc)  # a workload alone has no GPU: the check is the scenario's
+    workload = save_workload(client, doc)  # a workload alone has no GPU: the check is the scenario's
     r = client.post("/api/v1/scenarios/", {"name": "nvfp4 on hopper", "workload": workload,
                                            "cluster": doc["cluster"]}, format="json")
     assert r.status_code == 400, r.content

@@ -8,22 +8,15 @@ from typing import Any
 import pytest
 
 from tests.engine.performance.test_rack_scale import gb300_dense
+from tests.simulations.api._flows import save_workload
 
 pytestmark = pytest.mark.django_db
-
-
-def _workload(client: Any, doc: dict[str, Any]) -> int:
-    r = client.post("/api/v1/workloads/", {"name": "GB300 workload", "model": doc["model"],
-                                           "training": doc["training"], "parallelism": doc["parallelism"]},
-                    format="json")
-    assert r.status_code == 201, r.content
-    return int(r.json()["id"])
 
 
 def test_gpus_per_rack_round_trips_and_is_checked(world: dict[str, Any], api_client_for: Any) -> None:
     doc = gb300_dense()  # 1,152 GPUs: 16 packed racks of 72, or 18 racks of 64
     client = api_client_for(world["users"]["planner"])
-    workload = _workload(client, doc)
+    workload = save_workload(client, doc, "GB300 workload")
     cluster = {**doc["cluster"], "gpus_per_rack": 64}
     r = client.post("/api/v1/scenarios/", {"name": "64 of 72", "workload": workload, "cluster": cluster},
                     format="json")
