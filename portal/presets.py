@@ -17,6 +17,9 @@ MLA_PRESET_FIELDS = {
     "mla_qk_rope_head_dim": "qk_rope_head_dim", "mla_v_head_dim": "v_head_dim",
 }
 
+#: the manual parallelism inputs a preset with stated degrees fills (those it does not state are emptied)
+PRESET_DEGREES = ("tp", "pp", "vpp", "cp", "ep", "etp")
+
 
 def preset_choices() -> list[tuple[str, str]]:
     return [(key, p["label"]) for key, p in PRESETS.items()] + [("custom", "Custom model…")]
@@ -28,6 +31,7 @@ def preset_form_fields(key: str) -> dict[str, Any]:
     m, t = p["model"], p["training"]
     moe = m.get("moe") or {}
     mla = m.get("mla") or {}
+    par = p.get("parallelism") or {}
     return {
         "model_name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m["kv_heads"], "ffn_hidden": m["ffn_hidden"], "gated_ffn": m["gated_ffn"],
@@ -37,6 +41,9 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},
         # and a standard-attention preset the multi-head latent attention inputs
         **{field: mla.get(key, "") for field, key in MLA_PRESET_FIELDS.items()},
+        # a preset that states its degrees sets them (manual mode); the others leave them to the search
+        "par_mode": "manual" if par else "auto",
+        **({name: par.get(name, "") for name in PRESET_DEGREES} if par else {}),
     }
 
 

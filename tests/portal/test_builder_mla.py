@@ -223,18 +223,31 @@ def test_posting_the_v3_preset_stores_its_model_and_the_edit_names_the_preset(cl
     user = make_user("planner", team=team)
     login(client, user)
     fields = preset_form_fields("deepseek-v3")
-    # DeepSeek-V3's own degrees (arXiv 2412.19437 s.3.2.1: 16-way pipeline, 64-way expert parallelism): with every
-    # degree "auto" the search would enumerate more layouts than it allows, and the save refuses that
+    # the preset's fields as the page fills them: DeepSeek-V3's own degrees in manual mode (with every degree "auto"
+    # the search would enumerate more layouts than it allows, and the save would refuse that)
     post = {**BUILDER_POST, **fields, "name": "v3", "preset": "deepseek-v3", "gated_ffn": "on",
-            "gpu": "H800", "gpus": 2048, "precision": "fp8", "par_mode": "manual", "tp": 1, "pp": 16, "cp": 1,
-            "ep": 64}
+            "gpu": "H800", "gpus": 2048, "precision": "fp8"}
     r = client.post(reverse("scenario-new"), post)
     assert r.status_code == 302, r.content.decode()[:2000]
     s = _saved("v3")
     assert s.workload.model == PRESETS["deepseek-v3"]["model"]
     assert s.workload.model["mla"] == V3_MLA
+    par = s.workload.parallelism  # DeepSeek-V3 s.3.2.1: 16-way pipeline, 64-way expert parallelism, no TP
+    assert (par["tp"], par["pp"], par["cp"], par["ep"], par["vpp"]) == (1, 16, 1, 64, "auto")
+    assert "etp" not in par
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     assert posted["preset"] == "deepseek-v3"
+
+
+def test_a_preset_that_states_its_degrees_sets_manual_mode_and_the_others_leave_them_to_the_search() -> None:
+    from portal.presets import preset_form_fields
+
+    v3 = preset_form_fields("deepseek-v3")
+    assert v3["par_mode"] == "manual"
+    assert {k: v3[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")} == {"tp": 1, "pp": 16, "vpp": "", "cp": 1,
+                                                                          "ep": 64, "etp": ""}
+    llama = preset_form_fields("llama3-70b")
+    assert llama["par_mode"] == "auto" and "pp" not in llama
 
 
 def test_the_v3_preset_parses_and_predicts_near_the_published_gpu_hours() -> None:

@@ -55,11 +55,15 @@
         var preset = presets[select.value];
         if (preset) {
           Object.keys(preset.fields || {}).forEach(function (name) {
-            var input = form.querySelector("[name='" + name + "']");
-            if (!input) return;
+            var inputs = form.querySelectorAll("[name='" + name + "']");
+            if (!inputs.length) return;
             var value = preset.fields[name];
-            if (input.type === "checkbox") input.checked = !!value;
-            else input.value = value === null || value === undefined ? "" : value;
+            var text = value === null || value === undefined ? "" : String(value);
+            inputs.forEach(function (input) {
+              if (input.type === "radio") input.checked = input.value === text;  // the parallelism mode
+              else if (input.type === "checkbox") input.checked = !!value;
+              else input.value = text;
+            });
           });
           form.dispatchEvent(new Event("change", { bubbles: true }));
         }
