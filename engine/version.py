@@ -92,6 +92,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.12.1": "111a5d22aafdbf5259af037acb932733b5641dc3159350b59bbfd3b1e13c715f",
     # 2.12.2: no result changes: document.validate's docstring names check_runnable
     "2.12.2": "952ac5e957c4757d0786c298f17c5d304b6df883095836de04aefc1f2bae9d93",
+    # 2.12.3: no result changes: the last rank's last chunk is a chunk less the loss's place (not the edge stage
+    # less its other chunks)
+    "2.12.3": "00f0f39ab0aa4695fec945b181f583463f06097a32debcb75dab605ade66741c",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -33,11 +33,11 @@ def document_validate(
         if not isinstance(document, Mapping):
             raise ScenarioError("scenario", f"must be an object, got {type(document).__name__}")
         spec = parse_scenario(document, catalog=catalog)
-        if runnable:
-            check_runnable(spec, catalog)
-        return spec
     except ValueError as exc:
         raise _field_error(exc) from None
+    if runnable:
+        runnable_validate(spec=spec, catalog=catalog)
+    return spec
 
 
 def runnable_validate(*, spec: ScenarioSpec, catalog: Mapping[str, dict[str, Any]] | None) -> None:

@@ -124,9 +124,10 @@ def _combination_documents(
         scenario = None
         try:
             scenario = planning.document_validate(document=doc, catalog=catalog, runnable=False)
-            if planning.runnable_key(doc) not in runnable:
+            space = planning.runnable_key(doc)
+            if space not in runnable:
                 planning.runnable_validate(spec=scenario, catalog=catalog)
-                runnable.add(planning.runnable_key(doc))
+                runnable.add(space)
         except ValidationError as exc:
             _child_error(errors, combo, exc)
             if sum(len(v) for v in errors.values()) >= 5:

@@ -29,7 +29,6 @@ from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import (
     LayoutShape,
-    edge_stage_layers,
     edges_in_split,
     full_recompute_share,
     pipeline_chunk_layers,
@@ -188,7 +187,7 @@ def last_rank_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape)
     one of the last. With the output layer and loss in the split (parallelism.embedding_loss_in_split) the last
     chunk holds one layer fewer."""
     chunk = pipeline_chunk_layers(ctx, lay)
-    last_chunk = edge_stage_layers(ctx, lay) - chunk * (lay.vpp - 1.0)
+    last_chunk = chunk - edges_in_split(ctx) * (lay.pp > 1)
     earlier = chunk * (lay.vpp - 1.0) * np.minimum(lay.pp, shape.microbatch_count)
     return np.asarray(earlier + last_chunk, dtype=np.float64)
 
