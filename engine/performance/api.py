@@ -31,7 +31,7 @@ from engine.performance.context import (
     make_context,
 )
 from engine.performance.error_bands import figure_intervals, throughput_band
-from engine.performance.frameworks import named_profile
+from engine.performance.frameworks import MEGATRON_CORE_PROFILE, named_profile
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_evaluations, divisors, evaluate
 from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, SearchResult
@@ -130,6 +130,7 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch)
                                                             if d <= SEARCH_MAX_MICRO_BATCH]))
     base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
+    base = _interleaved_schedule_runs(s, base)
     rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
     base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
     base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
@@ -200,6 +201,31 @@ def _dp_orders(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
     if code is not None:
         return base
     return _filter(base, (base["dp_order"] != DP_OUTER) | ((base["pp"] > 1) & (base["dp"] > 1)))
+
+
+def _interleaved_schedule_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
+    """Layouts whose interleaved schedule (vpp > 1) the stack runs: Megatron-LM asserts pp > 2 before 2024-05 and
+    micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp (frameworks.FrameworkProfile.
+    interleaved_min_pp / interleaved_microbatch_multiple; with the framework auto, layouts with pipeline stages run
+    on Megatron-Core). "auto" searches leave the others out; a vpp the scenario fixes or lists that no layout can run
+    is refused naming parallelism.vpp."""
+    t, p = s.training, s.parallelism
+    prof = named_profile(t.framework, t.framework_release) or MEGATRON_CORE_PROFILE
+    pp, interleaved = base["pp"], base["vpp"] > 1
+    ok = ~interleaved | (pp >= prof.interleaved_min_pp)
+    if prof.interleaved_microbatch_multiple:
+        ok &= ~interleaved | (np.mod(t.global_batch / (base["dp"] * base["mb"]), pp) == 0)
+    kept = _filter(base, ok)
+    if len(kept["tp"]) == 0 and len(base["tp"]) > 0:
+        at = f" (release {t.framework_release})" if t.framework_release else ""
+        rule = "micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp"
+        if prof.interleaved_min_pp > 2:
+            rule = f"pp >= {prof.interleaved_min_pp} and {rule}"
+        given = p.vpp if p.vpp is not None else max(p.allowed("vpp") or (0,))
+        raise ScenarioError("parallelism.vpp", f"{given}: the interleaved pipeline schedule of "
+                            f"{t.framework or 'megatron-core'}{at} needs {rule}; no layout has both: use vpp 1, or "
+                            "a global_batch, dp or micro_batch that gives such a count", LAYOUT_CONFLICT)
+    return kept
 
 
 def _framework_can_run(s: ScenarioSpec) -> Callable[[Arr, str, int | None, tuple[int, ...] | None],

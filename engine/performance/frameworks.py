@@ -97,6 +97,10 @@ class FrameworkProfile:
     zero3_reduce_bucket_params: float = math.inf  # parameters per ZeRO-3 reduce-scatter (inf: one per layer)
     max_zero: int = 3  # highest ZeRO stage the stack implements (a higher one is refused, naming training.zero)
     interleaved_pipeline: bool = True  # virtual pipeline stages (parallelism.vpp > 1) implemented
+    # what the interleaved schedule asserts (layouts that break it are refused naming parallelism.vpp, left out of
+    # "auto" searches): the fewest pipeline stages, and whether micro-batches per step must be a multiple of pp
+    interleaved_min_pp: int = 2
+    interleaved_microbatch_multiple: bool = False
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -120,17 +124,25 @@ _MEGATRON_2019 = FrameworkProfile(
     pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=2, interleaved_pipeline=False)
 MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _MEGATRON_2019,
-    # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...)
-    _m21 := dataclasses.replace(_MEGATRON_2019, since="2021-02", interleaved_pipeline=True),
+    # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...). The
+    # schedule needs micro-batches per step divisible by pp: asserted from b7067cbd6f (2021-02-22, "number of
+    # microbatches is not divisible by pipeline-parallel size when using interleaved schedule"), a RuntimeError in
+    # megatron/core's schedules.py until 4295be1a6c (2024-11), whose microbatch_group_size_per_vp_stage defaults to
+    # pp and keeps the rule (m mod group must be 0 or >= pp). pp > 2 with it: 182841f7df (2021-03-20), arguments.py
+    _m21 := dataclasses.replace(_MEGATRON_2019, since="2021-02", interleaved_pipeline=True, interleaved_min_pp=3,
+                                interleaved_microbatch_multiple=True),
     # f9283c5a8a (2023-05-31) "Add option to overlap p2p communication" (on with virtual stages)
     _m23a := dataclasses.replace(_m21, since="2023-05", pp_overlap=True),
     # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"
     _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
     # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)
     _m23c := dataclasses.replace(_m23b, since="2023-11", param_overlap=True),
+    # 3ee489d9ea (2024-05-31) "Enable virtual pipelining and P2P communication overlap at PP=2" (pp > 1 with
+    # overlap_p2p_comm, on by default)
+    _m24 := dataclasses.replace(_m23c, since="2024-05", interleaved_min_pp=2),
     # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer);
     # Megatron-FSDP, d165a8548b (2025-02-26) "MCore Customized FSDP", gathers per layer likewise
-    dataclasses.replace(_m23c, since="2024-11", max_zero=3),
+    dataclasses.replace(_m24, since="2024-11", max_zero=3),
 )
 # NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%).
 NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL)

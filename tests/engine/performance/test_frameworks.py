@@ -124,7 +124,7 @@ def test_a_layout_the_framework_cannot_run_is_refused_naming_the_field() -> None
 
 
 def test_auto_searches_leave_out_what_the_framework_cannot_run() -> None:
-    doc = dense_doc(tp=4, pp=2, gpus=64, framework="deepspeed", framework_release="2021-06")
+    doc = dense_doc(tp=4, pp=4, gpus=64, framework="deepspeed", framework_release="2021-06")
     doc["parallelism"]["vpp"] = "auto"
     doc["training"]["zero"] = "auto"
     lay = candidate_layouts(parse_scenario(doc))
@@ -132,6 +132,41 @@ def test_auto_searches_leave_out_what_the_framework_cannot_run() -> None:
     doc["training"]["framework"] = "megatron-core"
     lay = candidate_layouts(parse_scenario(doc))
     assert set(lay.vpp.tolist()) > {1.0} and max(lay.zero.tolist()) == 2.0
+
+
+def test_megatron_interleaves_two_stages_only_from_2024_05() -> None:
+    """arguments.py asserted pp > 2 with virtual stages from 182841f7df (2021-03) until 3ee489d9ea (2024-05-31,
+    "Enable virtual pipelining and P2P communication overlap at PP=2")."""
+    assert [profile_at("megatron-core", m).interleaved_min_pp for m in ("2021-04", "2024-04", "2024-05")] == [3, 3, 2]
+    assert profile_at("nemo", "2023-06").interleaved_min_pp == 3 and PROFILES["megatron-core"].interleaved_min_pp == 2
+    with pytest.raises(ScenarioError) as err:
+        candidate_layouts(parse_scenario(dense_doc(tp=4, pp=2, vpp=2, framework="megatron-core",
+                                                   framework_release="2023-01")))
+    assert err.value.field == "parallelism.vpp" and "pp >= 3" in str(err.value)
+    lay = candidate_layouts(parse_scenario(dense_doc(tp=4, pp=2, vpp=2, framework="megatron-core",
+                                                     framework_release="2024-06")))
+    assert set(lay.vpp.tolist()) == {2.0}
+
+
+def test_interleaving_needs_microbatches_per_step_a_multiple_of_pp() -> None:
+    """Megatron's interleaved schedule (b7067cbd6f, 2021-02, to now: microbatch_group_size_per_vp_stage defaults to
+    pp) needs global_batch / (dp x micro_batch) divisible by pp. tp 4, pp 4 on 64 GPUs: dp 4; global batch 24 at
+    micro-batch 1 gives 6 micro-batches (refused for vpp 2), 32 gives 8 (runs). The framework auto runs layouts
+    with pipeline stages on Megatron-Core, so it takes the rule too."""
+    for framework in ("megatron-core", "nemo", "auto"):
+        with pytest.raises(ScenarioError) as err:
+            candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, vpp=2, gb=24, framework=framework)))
+        assert err.value.field == "parallelism.vpp" and "divisible by pp" in str(err.value)
+        assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, vpp=2, gb=32, framework=framework)))) == 1
+    doc = dense_doc(tp=4, pp=4, gb=48, framework="megatron-core")
+    doc["parallelism"]["vpp"] = "auto"
+    doc["training"]["micro_batch"] = "auto"
+    lay = candidate_layouts(parse_scenario(doc))
+    microbatches = 48 / (lay.dp * lay.mb)
+    interleaved = lay.vpp > 1
+    assert interleaved.any() and (microbatches[interleaved] % lay.pp[interleaved] == 0).all()
+    # not interleaved: any count runs (micro-batch 4 gives 3 micro-batches per step on 4 stages)
+    assert ((microbatches % lay.pp != 0) & ~interleaved).any()
 
 
 def test_deepspeed_fsdp_and_megatron_core_differ_for_zero3_where_their_sources_do() -> None:

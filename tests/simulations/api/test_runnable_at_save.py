@@ -1,6 +1,7 @@
 """A scenario whose fixed settings the layout search would refuse is refused when it is saved (a 400 naming the
-field), not accepted and failed when it runs: DeepSpeed's pipeline engine has no interleaved schedule, and
-Megatron-LM before 2024-11 has no ZeRO-3 (engine/performance/frameworks.py). The same scenario with a setting the
+field), not accepted and failed when it runs: DeepSpeed's pipeline engine has no interleaved schedule,
+Megatron-LM's needs micro-batches per step divisible by pp, and Megatron-LM before 2024-11 has no ZeRO-3
+(engine/performance/frameworks.py). The same scenario with a setting the
 framework runs saves."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def _save(client: Any, training: dict[str, Any], vpp: int) -> Any:
 @pytest.mark.parametrize(("training", "vpp", "field", "words"), [
     ({"framework": "deepspeed"}, 2, "parallelism.vpp", "no interleaved pipeline"),
     ({"framework": "megatron-core", "framework_release": "2023-06", "zero": 3}, 1, "training.zero", "ZeRO"),
+    # dp 2, micro-batch 1: 18 micro-batches per step on 4 stages, which Megatron's interleaved schedule refuses
+    ({"framework": "megatron-core", "global_batch": 36}, 2, "parallelism.vpp", "divisible by pp"),
 ])
 def test_a_layout_the_framework_cannot_run_is_refused_at_save(world: dict[str, Any], api_client_for: Any,
                                                               training: dict[str, Any], vpp: int, field: str,

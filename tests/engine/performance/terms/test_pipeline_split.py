@@ -21,7 +21,8 @@ from tests.engine.performance._build import build
 LAYERS = 126
 
 
-def _doc(pp: int = 16, vpp: Any = 8, split: bool | None = True, gb: int = 64, gpus: int = 1024) -> dict[str, Any]:
+def _doc(pp: int = 16, vpp: Any = 8, split: bool | None = True, gb: int = 128, gpus: int = 1024) -> dict[str, Any]:
+    # gb 128 at d = 8: 16 micro-batches per step, a multiple of pp 16 as Megatron's interleaved schedule needs
     par: dict[str, Any] = {"tp": 8, "pp": pp, "cp": 1, "ep": 1, "vpp": vpp, "sequence_parallel": True}
     if split is not None:
         par["embedding_loss_in_split"] = split
