@@ -99,6 +99,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2024-05): other interleaved layouts are left out of searches, a fixed vpp that needs one is refused (Megatron
     # SC21 39.1B: vpp 8 -> 1)
     "2.13.0": "d3568f2fbc406550039393e7ea7cf87e4c7e35984b33332104f54ec709d13719",
+    # 2.13.1: no result changes: parallelism.vpp's field text states the interleaved schedule's rules
+    "2.13.1": "c5ea1809ddf5d082624a3007fa4e683e680871738f1abc2f0e09f8e269d79608",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

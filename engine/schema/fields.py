@@ -299,6 +299,10 @@ FIELDS: tuple[Field, ...] = (
             "dp * cp). Needs model.moe; divides model.moe.expert_ffn_hidden. Never searched: `auto` = tp. "
             "Written to the canonical document only when set (docs/performance-model.md section 3)"),
     _f("parallelism.vpp", help="Virtual pipeline stages per rank (interleaving; pp * vpp at most model.layers)",
+       more="Megatron-LM's interleaved schedule also needs micro-batches per step (global_batch / (dp * "
+            "micro_batch)) divisible by pp, and pp > 2 before 2024-05; DeepSpeed has none (vpp 1). The search "
+            "leaves out layouts the framework cannot run; a fixed vpp none can run is refused "
+            "(docs/performance-model.md section 3b)",
        **_DEGREE),
     _f("parallelism.sequence_parallel", "bool", "Sequence parallelism inside tensor-parallel groups",
        default=AUTO, auto=True, default_text="on when tp > 1", write=AUTO_OR_VALUE),
