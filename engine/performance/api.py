@@ -135,6 +135,7 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
     base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
     base = _filter(base, runs(base["zero"], "training.zero", t.zero, None))
+    base = _pipeline_zero_runs(s, base)
     base = _shard_groups(t.shard_group, base)
     sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
@@ -225,6 +226,23 @@ def _interleaved_schedule_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[st
         raise ScenarioError("parallelism.vpp", f"{given}: the interleaved pipeline schedule of "
                             f"{t.framework or 'megatron-core'}{at} needs {rule}; no layout has both: use vpp 1, or "
                             "a global_batch, dp or micro_batch that gives such a count", LAYOUT_CONFLICT)
+    return kept
+
+
+def _pipeline_zero_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
+    """Layouts whose ZeRO stage the named framework runs beside pipeline stages (FrameworkProfile.max_zero_with_pp:
+    DeepSpeed's pipeline engine ZeRO-0/1 only). A fixed stage that no layout can run is refused naming training.zero;
+    "auto" leaves the others out."""
+    t = s.training
+    prof = named_profile(t.framework, t.framework_release)
+    if prof is None or len(base["tp"]) == 0:
+        return base
+    kept = _filter(base, (base["pp"] == 1) | (base["zero"] <= prof.max_zero_with_pp))
+    if len(kept["tp"]) == 0:
+        raise ScenarioError("training.zero", f"{t.zero}: {t.framework} runs ZeRO stages up to "
+                            f"{prof.max_zero_with_pp} with pipeline parallelism (DeepSpeed's pipeline engine: "
+                            "\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"): use zero "
+                            f"{prof.max_zero_with_pp} or lower, or pp 1", LAYOUT_CONFLICT)
     return kept
 
 

@@ -101,6 +101,7 @@ class FrameworkProfile:
     # "auto" searches): the fewest pipeline stages, and whether micro-batches per step must be a multiple of pp
     interleaved_min_pp: int = 2
     interleaved_microbatch_multiple: bool = False
+    max_zero_with_pp: int = 3  # highest ZeRO stage with pipeline stages (pp > 1); a higher one is refused likewise
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -149,11 +150,14 @@ NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6
                       for p in MEGATRON_CORE_PROFILES)
 # DeepSpeed (microsoft/DeepSpeed history): overlap_comm false for stages 1-2; reduce_bucket_size 5e8 elements; ZeRO-2
 # reduces and shards per micro-batch. Its pipeline engine has one training schedule, 1F1B (TrainSchedule in
-# deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused.
+# deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused. It runs ZeRO-0/1 only:
+# PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (fbece50b2, 2021-04-19, PR
+# #980, still in deepspeed/runtime/pipe/engine.py in 2025; the assertion made an unsupported combination explicit,
+# so every date takes it).
 _DEEPSPEED_2020 = FrameworkProfile(
     name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=5e8, zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0,
-    pp_overlap=False, max_zero=2, interleaved_pipeline=False, zero3_gather=ZERO3_PER_TENSOR_SYNC)
+    pp_overlap=False, max_zero=2, interleaved_pipeline=False, zero3_gather=ZERO3_PER_TENSOR_SYNC, max_zero_with_pp=1)
 DEEPSPEED_PROFILES: tuple[FrameworkProfile, ...] = (
     _DEEPSPEED_2020,
     # 599258f97 (2021-03-08) "ZeRO 3 Offload (#834)": stage 3, one list-based all_gather per parameter tensor, each

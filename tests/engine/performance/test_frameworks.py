@@ -128,7 +128,10 @@ def test_auto_searches_leave_out_what_the_framework_cannot_run() -> None:
     doc["parallelism"]["vpp"] = "auto"
     doc["training"]["zero"] = "auto"
     lay = candidate_layouts(parse_scenario(doc))
-    assert len(lay) > 0 and set(lay.vpp.tolist()) == {1.0} and 3.0 in lay.zero.tolist()
+    # DeepSpeed's pipeline engine: 1F1B only, ZeRO-0/1 only beside pipeline stages
+    assert len(lay) > 0 and set(lay.vpp.tolist()) == {1.0} and max(lay.zero.tolist()) == 1.0
+    no_pipeline = parse_scenario(dict(doc, parallelism=dict(doc["parallelism"], pp=1)))
+    assert 3.0 in candidate_layouts(no_pipeline).zero.tolist()
     doc["training"]["framework"] = "megatron-core"
     lay = candidate_layouts(parse_scenario(doc))
     assert set(lay.vpp.tolist()) > {1.0} and max(lay.zero.tolist()) == 2.0
@@ -167,6 +170,19 @@ def test_interleaving_needs_microbatches_per_step_a_multiple_of_pp() -> None:
     assert interleaved.any() and (microbatches[interleaved] % lay.pp[interleaved] == 0).all()
     # not interleaved: any count runs (micro-batch 4 gives 3 micro-batches per step on 4 stages)
     assert ((microbatches % lay.pp != 0) & ~interleaved).any()
+
+
+def test_deepspeeds_pipeline_engine_runs_zero_0_and_1_only() -> None:
+    """deepspeed/runtime/pipe/engine.py (fbece50b2, 2021-04-19, PR #980, to 2025): "ZeRO-2 and ZeRO-3 are incompatible
+    with pipeline parallelism". Megatron-Core's distributed optimizer runs beside pipeline stages."""
+    assert profile_at("deepspeed", "2020-06").max_zero_with_pp == 1 and PROFILES["deepspeed"].max_zero_with_pp == 1
+    for zero in (2, 3):
+        with pytest.raises(ScenarioError) as err:
+            candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=zero, framework="deepspeed")))
+        assert err.value.field == "training.zero" and "incompatible with pipeline" in str(err.value)
+        assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=1, zero=zero, framework="deepspeed")))) == 1
+    assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=1, framework="deepspeed")))) == 1
+    assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=2, framework="megatron-core")))) == 1
 
 
 def test_deepspeed_fsdp_and_megatron_core_differ_for_zero3_where_their_sources_do() -> None:
