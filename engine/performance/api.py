@@ -213,19 +213,21 @@ def _interleaved_schedule_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[st
     t, p = s.training, s.parallelism
     prof = named_profile(t.framework, t.framework_release) or MEGATRON_CORE_PROFILE
     pp, interleaved = base["pp"], base["vpp"] > 1
-    ok = ~interleaved | (pp >= prof.interleaved_min_pp)
+    deep_enough = ~interleaved | (pp >= prof.interleaved_min_pp)
+    ok = deep_enough
     if prof.interleaved_microbatch_multiple:
-        ok &= ~interleaved | (np.mod(t.global_batch / (base["dp"] * base["mb"]), pp) == 0)
+        ok = ok & (~interleaved | (np.mod(t.global_batch / (base["dp"] * base["mb"]), pp) == 0))
     kept = _filter(base, ok)
     if len(kept["tp"]) == 0 and len(base["tp"]) > 0:
         at = f" (release {t.framework_release})" if t.framework_release else ""
-        rule = "micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp"
-        if prof.interleaved_min_pp > 2:
-            rule = f"pp >= {prof.interleaved_min_pp} and {rule}"
+        if not deep_enough.any():
+            rule = f"pp >= {prof.interleaved_min_pp} (pp = 2 from 2024-05): use vpp 1 or more pipeline stages"
+        else:
+            rule = ("micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp, which no layout "
+                    "here has: use vpp 1, or a global_batch, dp or micro_batch that gives such a count")
         given = p.vpp if p.vpp is not None else max(p.allowed("vpp") or (0,))
         raise ScenarioError("parallelism.vpp", f"{given}: the interleaved pipeline schedule of "
-                            f"{t.framework or 'megatron-core'}{at} needs {rule}; no layout has both: use vpp 1, or "
-                            "a global_batch, dp or micro_batch that gives such a count", LAYOUT_CONFLICT)
+                            f"{t.framework or 'megatron-core'}{at} needs {rule}", LAYOUT_CONFLICT)
     return kept
 
 
