@@ -106,6 +106,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.13.2": "a058ce327f5fa30b7a4e0531831eb21eda6068f3bc2ff0d027735b5e6ab36cf2",
     # 2.13.3: no result changes: the interleaved schedule's refusal names the one rule no layout meets
     "2.13.3": "068260271d2dc984af356dcb0d7e830c76e81360d0fede35a850f653e8471410",
+    # 2.13.4: no result changes: api.RUNNABLE_INPUTS names what check_runnable reads (planning.runnable_key uses it)
+    "2.13.4": "5e2642b2800d9274add3df60d42f4d135d6dcce6f6cafb077bcc2bdd3493d1b2",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -147,6 +147,13 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
                    dp_order=base["dp_order"], etp=etp)
 
 
+# The document paths check_runnable reads: the layout space (model, training, parallelism, cluster.gpus) and the GPU
+# whose precisions make_context checks. Documents equal on these pass or fail it together, so a caller validating
+# many documents (a sweep) checks once per distinct value (planning.runnable_key); a new input the layout search or
+# the context's checks read must be added here (tests/engine/performance/test_runnable_inputs.py).
+RUNNABLE_INPUTS: tuple[str, ...] = ("model", "training", "parallelism", "cluster.gpus", "cluster.gpu")
+
+
 def check_runnable(s: ScenarioSpec, catalog: CatalogItems | None = None) -> None:
     """Raise :class:`ScenarioError` naming the field where ``predict`` would refuse a parsed scenario before
     evaluating it: a precision the GPU has no tensor cores for (the model context's checks), fixed settings that
