@@ -9,7 +9,7 @@ from typing import Any
 
 from core.errors import ValidationError
 from engine.document.parse import parse_scenario
-from engine.document.ranges import set_path
+from engine.document.ranges import get_path, set_path
 from engine.errors import ScenarioError
 from engine.fabric.sizing import DEFAULT_SERVER_FOR_GPU
 from engine.performance.api import RUNNABLE_INPUTS, check_runnable
@@ -51,14 +51,8 @@ def runnable_validate(*, spec: ScenarioSpec, catalog: Mapping[str, dict[str, Any
 def runnable_key(document: Mapping[str, Any]) -> tuple[str, ...]:
     """What :func:`check_runnable` reads of a document (the engine's ``RUNNABLE_INPUTS``: the layout space and the
     GPU's precisions): documents with the same key pass or fail it together."""
-    return tuple(json.dumps(_at_path(document, path), sort_keys=True, default=str) for path in RUNNABLE_INPUTS)
-
-
-def _at_path(document: Mapping[str, Any], path: str) -> Any:
-    node: Any = document
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
+    return tuple(json.dumps(get_path(document, tuple(path.split("."))), sort_keys=True, default=str)
+                 for path in RUNNABLE_INPUTS)
 
 
 def _field_error(exc: ValueError) -> ValidationError:
