@@ -108,6 +108,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.13.3": "068260271d2dc984af356dcb0d7e830c76e81360d0fede35a850f653e8471410",
     # 2.13.4: no result changes: api.RUNNABLE_INPUTS names what check_runnable reads (planning.runnable_key uses it)
     "2.13.4": "5e2642b2800d9274add3df60d42f4d135d6dcce6f6cafb077bcc2bdd3493d1b2",
+    # 2.13.5: no result changes: frameworks.py's module text lists the layout rules the profiles carry
+    "2.13.5": "7cbda2e97c757012140a05c8bb1f60ff25a4b60454929888198b0f0401eedaad",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

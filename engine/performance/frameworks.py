@@ -9,7 +9,8 @@ Software as it ran (issue #22): each framework is a list of dated records (``REL
 the commit or PR that dates it); ``training.framework_release`` (YYYY-MM) selects the record in force then
 (:func:`profile_at`), absent the current one (``PROFILES``). The records say how ZeRO-3 gathers
 (``zero3_gather``, buckets), whether DP and p2p communication overlap, which layouts the stack implements
-(``interleaved_pipeline``, ``max_zero``: refused naming the field, left out of "auto" searches by api.py) and which
+(``interleaved_pipeline`` and what its schedule asserts, ``interleaved_min_pp`` and ``interleaved_microbatch_multiple``;
+``max_zero`` and ``max_zero_with_pp``: refused naming the field, left out of "auto" searches by api.py) and which
 NCCL algorithms existed (``nccl_algorithms``, from NCCL's release dates). docs/performance-model.md s.3b.
 
 Sources (documented defaults):

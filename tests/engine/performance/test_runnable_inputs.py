@@ -36,8 +36,9 @@ _OTHER_CLUSTER: list[dict[str, Any]] = [
 
 
 def _verdict(doc: dict[str, Any]) -> str | None:
+    spec = parse_scenario(doc)  # outside the try: a document the parser refuses fails the test, not a verdict
     try:
-        check_runnable(parse_scenario(doc))
+        check_runnable(spec)
     except ScenarioError as exc:
         return exc.field
     return None
@@ -55,14 +56,20 @@ def test_the_cluster_fields_it_does_not_name_never_change_the_verdict() -> None:
             assert _verdict(varied) == verdicts[name], (name, change)
 
 
-@pytest.mark.parametrize(("training", "cluster", "key", "value"), [
-    ({"precision": "nvfp4"}, {"gpu": "B200"}, "gpu", "H100-SXM"),  # NVFP4 tensor cores on Blackwell only
-    ({}, {}, "gpus", 48),  # dp 3 divides no 64-sequence batch at tp 8 x pp 2
+_INTERLEAVED = {"tp": 8, "pp": 4, "cp": 1, "ep": 1, "vpp": 2}
+
+
+@pytest.mark.parametrize(("training", "parallelism", "cluster", "key", "value"), [
+    # NVFP4 tensor cores on Blackwell only
+    ({"precision": "nvfp4"}, None, {"gpu": "B200"}, "gpu", "H100-SXM"),
+    # 48 sequences on tp 8 x pp 4 with interleaving: 64 GPUs give dp 2 and 24 micro-batches per step (a multiple of
+    # pp 4, runs), 256 give dp 8 and 6 micro-batches (refused; the parser accepts both: 48 divides by 2 and 8)
+    ({"global_batch": 48, "framework": "megatron-core"}, _INTERLEAVED, {"gpus": 64}, "gpus", 256),
 ])
-def test_the_cluster_fields_it_names_can_change_it(training: dict[str, Any], cluster: dict[str, Any], key: str,
-                                                   value: Any) -> None:
+def test_the_cluster_fields_it_names_can_change_it(training: dict[str, Any], parallelism: dict[str, Any] | None,
+                                                   cluster: dict[str, Any], key: str, value: Any) -> None:
     assert f"cluster.{key}" in RUNNABLE_INPUTS
-    doc = scenario(training=training, cluster=cluster)
+    doc = scenario(training=training, parallelism=parallelism, cluster=cluster)
     assert _verdict(doc) is None
     doc["cluster"][key] = value
     assert _verdict(doc) is not None
