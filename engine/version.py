@@ -110,6 +110,11 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.13.4": "5e2642b2800d9274add3df60d42f4d135d6dcce6f6cafb077bcc2bdd3493d1b2",
     # 2.13.5: no result changes: frameworks.py's module text lists the layout rules the profiles carry
     "2.13.5": "7cbda2e97c757012140a05c8bb1f60ff25a4b60454929888198b0f0401eedaad",
+    # 2.14.0: the stacks' layout rules are one table (layout_rules.py, the profile resolved once). New rule: Megatron's
+    # ZeRO-3 from 2024-11 to 2025-02 (--use-torch-fsdp2) ran without pipeline or expert parallelism (e1993fa6f7;
+    # Megatron-FSDP from d165a8548b). The framework auto takes Megatron-Core's interleaved rules at the release (was
+    # the current record's). No validation row changed
+    "2.14.0": "f2fd096e7a7ce2631e1f5749baa080172a3bbd624585cfb38fcc23efdde1991a",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

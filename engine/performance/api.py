@@ -31,8 +31,8 @@ from engine.performance.context import (
     make_context,
 )
 from engine.performance.error_bands import figure_intervals, throughput_band
-from engine.performance.frameworks import MEGATRON_CORE_PROFILE, named_profile
 from engine.performance.hardware import gpu_spec
+from engine.performance.layout_rules import LayoutGate
 from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_evaluations, divisors, evaluate
 from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, SearchResult
 from engine.performance.terms.memory import MEMORY_MODEL_UNCERTAINTY, memory_uncertain, usable_memory_bytes
@@ -125,17 +125,15 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     if p.embedding_loss_in_split:  # Megatron-Core splits L + 2 places only into whole stages and chunks
         ok &= (base["pp"] == 1) | ((np.mod(places, base["pp"]) == 0) & (np.mod(per_stage, base["vpp"]) == 0))
     base = _filter(base, ok)
-    runs = _framework_can_run(s)
-    base = _filter(base, runs(base["vpp"], "parallelism.vpp", p.vpp, p.allowed("vpp")))
+    runs = LayoutGate(s)  # the stack's rules (layout_rules.py), each applied once the columns it reads exist
+    base = runs(base)
     base = _cross(base, "mb", _opts(t.micro_batch, lambda: [d for d in divisors(t.global_batch)
                                                             if d <= SEARCH_MAX_MICRO_BATCH]))
-    base = _filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0)
-    base = _interleaved_schedule_runs(s, base)
+    base = runs(_filter(base, np.mod(t.global_batch, base["dp"] * base["mb"]) == 0))
     rc = None if t.recompute is None else RECOMPUTE_CODES[t.recompute]
     base = _cross(base, "recompute", _opts(rc, lambda: sorted(RECOMPUTE_CODES.values())))
     base = _cross(base, "zero", _opts(t.zero, lambda: list(ZERO_STAGES)))
-    base = _filter(base, runs(base["zero"], "training.zero", t.zero, None))
-    base = _pipeline_zero_runs(s, base)
+    base = runs(base)
     base = _shard_groups(t.shard_group, base)
     sp = base["tp"] > 1 if p.sequence_parallel is None else np.full_like(base["tp"], p.sequence_parallel, dtype=bool)
     if len(base["tp"]) == 0:
@@ -209,75 +207,6 @@ def _dp_orders(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
     if code is not None:
         return base
     return _filter(base, (base["dp_order"] != DP_OUTER) | ((base["pp"] > 1) & (base["dp"] > 1)))
-
-
-def _interleaved_schedule_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
-    """Layouts whose interleaved schedule (vpp > 1) the stack runs: Megatron-LM asserts pp > 2 before 2024-05 and
-    micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp (frameworks.FrameworkProfile.
-    interleaved_min_pp / interleaved_microbatch_multiple; with the framework auto, layouts with pipeline stages run
-    on Megatron-Core). "auto" searches leave the others out; a vpp the scenario fixes or lists that no layout can run
-    is refused naming parallelism.vpp."""
-    t, p = s.training, s.parallelism
-    prof = named_profile(t.framework, t.framework_release) or MEGATRON_CORE_PROFILE
-    pp, interleaved = base["pp"], base["vpp"] > 1
-    deep_enough = ~interleaved | (pp >= prof.interleaved_min_pp)
-    ok = deep_enough
-    if prof.interleaved_microbatch_multiple:
-        ok = ok & (~interleaved | (np.mod(t.global_batch / (base["dp"] * base["mb"]), pp) == 0))
-    kept = _filter(base, ok)
-    if len(kept["tp"]) == 0 and len(base["tp"]) > 0:
-        at = f" (release {t.framework_release})" if t.framework_release else ""
-        if not deep_enough.any():
-            rule = f"pp >= {prof.interleaved_min_pp} (pp = 2 from 2024-05): use vpp 1 or more pipeline stages"
-        else:
-            rule = ("micro-batches per step (global_batch / (dp x micro_batch)) divisible by pp, which no layout "
-                    "here has: use vpp 1, or a global_batch, dp or micro_batch that gives such a count")
-        given = p.vpp if p.vpp is not None else max(p.allowed("vpp") or (0,))
-        raise ScenarioError("parallelism.vpp", f"{given}: the interleaved pipeline schedule of "
-                            f"{t.framework or 'megatron-core'}{at} needs {rule}", LAYOUT_CONFLICT)
-    return kept
-
-
-def _pipeline_zero_runs(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
-    """Layouts whose ZeRO stage the named framework runs beside pipeline stages (FrameworkProfile.max_zero_with_pp:
-    DeepSpeed's pipeline engine ZeRO-0/1 only). A fixed stage that no layout can run is refused naming training.zero;
-    "auto" leaves the others out."""
-    t = s.training
-    prof = named_profile(t.framework, t.framework_release)
-    if prof is None or len(base["tp"]) == 0:
-        return base
-    kept = _filter(base, (base["pp"] == 1) | (base["zero"] <= prof.max_zero_with_pp))
-    if len(kept["tp"]) == 0:
-        raise ScenarioError("training.zero", f"{t.zero}: {t.framework} runs ZeRO stages up to "
-                            f"{prof.max_zero_with_pp} with pipeline parallelism (DeepSpeed's pipeline engine: "
-                            "\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"): use zero "
-                            f"{prof.max_zero_with_pp} or lower, or pp 1", LAYOUT_CONFLICT)
-    return kept
-
-
-def _framework_can_run(s: ScenarioSpec) -> Callable[[Arr, str, int | None, tuple[int, ...] | None],
-                                                npt.NDArray[np.bool_]]:
-    """The layouts the named framework implements at training.framework_release (frameworks.py): virtual pipeline
-    stages only where it has an interleaved schedule, ZeRO up to its ``max_zero``. A value the scenario fixes or
-    lists that the framework cannot run is refused naming the field; "auto" leaves it out of the search."""
-    t = s.training
-    prof = named_profile(t.framework, t.framework_release)
-    limits = {"parallelism.vpp": 1 if prof is not None and not prof.interleaved_pipeline else math.inf,
-              "training.zero": prof.max_zero if prof is not None else math.inf}
-    at = f" (release {t.framework_release})" if t.framework_release else ""
-    why = {"parallelism.vpp": "has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs 1F1B only; "
-                              "Megatron-LM has one from 2021-02): use vpp 1",
-           "training.zero": "does not implement this ZeRO stage (ZeRO-3: DeepSpeed from 2021-03, Megatron-Core "
-                            "from 2024-11)"}
-
-    def keep(values: Arr, name: str, fixed: int | None, listed: tuple[int, ...] | None) -> npt.NDArray[np.bool_]:
-        limit = limits[name]
-        given = [fixed] if fixed is not None else list(listed or ())
-        if given and min(given) > limit:
-            raise ScenarioError(name, f"{max(given)}: {t.framework}{at} {why[name]}", LAYOUT_CONFLICT)
-        return np.asarray(values <= limit)
-
-    return keep
 
 
 # ---------------------------------------------------------------------------------------------- results

@@ -10,8 +10,9 @@ the commit or PR that dates it); ``training.framework_release`` (YYYY-MM) select
 (:func:`profile_at`), absent the current one (``PROFILES``). The records say how ZeRO-3 gathers
 (``zero3_gather``, buckets), whether DP and p2p communication overlap, which layouts the stack implements
 (``interleaved_pipeline`` and what its schedule asserts, ``interleaved_min_pp`` and ``interleaved_microbatch_multiple``;
-``max_zero`` and ``max_zero_with_pp``: refused naming the field, left out of "auto" searches by api.py) and which
-NCCL algorithms existed (``nccl_algorithms``, from NCCL's release dates). docs/performance-model.md s.3b.
+``max_zero``, ``max_zero_with_pp`` and ``max_zero_with_ep``: refused naming the field, left out of "auto" searches by
+the rule table in layout_rules.py) and which NCCL algorithms existed (``nccl_algorithms``, from NCCL's release
+dates). docs/performance-model.md s.3b.
 
 Sources (documented defaults):
 
@@ -103,6 +104,7 @@ class FrameworkProfile:
     interleaved_min_pp: int = 2
     interleaved_microbatch_multiple: bool = False
     max_zero_with_pp: int = 3  # highest ZeRO stage with pipeline stages (pp > 1); a higher one is refused likewise
+    max_zero_with_ep: int = 3  # highest ZeRO stage with expert parallelism (ep > 1); likewise
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -142,9 +144,13 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # 3ee489d9ea (2024-05-31) "Enable virtual pipelining and P2P communication overlap at PP=2" (pp > 1 with
     # overlap_p2p_comm, on by default)
     _m24 := dataclasses.replace(_m23c, since="2024-05", interleaved_min_pp=2),
-    # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer);
-    # Megatron-FSDP, d165a8548b (2025-02-26) "MCore Customized FSDP", gathers per layer likewise
-    dataclasses.replace(_m24, since="2024-11", max_zero=3),
+    # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer).
+    # Its arguments.py asserts "--use-torch-fsdp2 is not supported with pipeline parallelism" and "... with expert
+    # parallelism" (still so for that flag): ZeRO-3 with pp = 1 and ep = 1 only
+    _m24b := dataclasses.replace(_m24, since="2024-11", max_zero=3, max_zero_with_pp=2, max_zero_with_ep=2),
+    # d165a8548b (2025-02-26) "MCore Customized FSDP" (--use-custom-fsdp, later Megatron-FSDP): gathers per layer
+    # likewise; its arguments.py asserts only the distributed optimizer, so ZeRO-3 runs beside PP and EP
+    dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
 )
 # NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%).
 NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL)

@@ -272,8 +272,9 @@ FIELDS: tuple[Field, ...] = (
        more="Applies what the framework did then (docs/performance-model.md section 3b): DeepSpeed's ZeRO-3 "
             "gathered one parameter tensor at a time, synchronously, before 2022-01; Megatron-LM overlapped DP "
             "communication from 2023-09; NCCL had NVLS from 2023-03 and PAT from 2024-09. A layout the release "
-            "cannot run (ZeRO-3 on Megatron-Core before 2024-11, vpp > 1 on DeepSpeed) is refused. From 2019-01 "
-            "to the current month. Written to the canonical document only when set"),
+            "cannot run (ZeRO-3 on Megatron-Core before 2024-11, or beside pipeline or expert parallelism before "
+            "2025-02; vpp > 1 on DeepSpeed) is refused. From 2019-01 to the current month. Written to the canonical "
+            "document only when set"),
     _f("training.expert_kernel", "choice", "Kernel class of the routed-expert (grouped) GEMMs of MoE layers",
        default=AUTO, auto=True, choices=ExpertKernel, write=IF_SET,
        more="`warp-mma` runs at 0.77 of the dense GEMM rate on Hopper and later. `auto` = `warp-mma` for bf16 on "

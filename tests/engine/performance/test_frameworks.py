@@ -26,7 +26,7 @@ from engine.performance.frameworks import (
     profile_at,
 )
 from engine.schema.enums import Framework
-from tests.engine.performance._build import build, dense_doc
+from tests.engine.performance._build import build, dense_doc, moe_doc
 
 
 def test_every_framework_name_has_a_profile_and_nothing_else() -> None:
@@ -183,6 +183,52 @@ def test_deepspeeds_pipeline_engine_runs_zero_0_and_1_only() -> None:
         assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=1, zero=zero, framework="deepspeed")))) == 1
     assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=1, framework="deepspeed")))) == 1
     assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=2, framework="megatron-core")))) == 1
+
+
+def test_megatron_ran_zero3_without_pipeline_or_expert_parallelism_from_2024_11_to_2025_02() -> None:
+    """Megatron-LM e1993fa6f7 (2024-11-13), its first ZeRO-3 (--use-torch-fsdp2), asserts pipeline_model_parallel_size
+    == 1 and expert_model_parallel_size == 1; d165a8548b (2025-02-26, Megatron-FSDP) asserts neither. NeMo follows
+    Megatron-Core's records."""
+    for framework in ("megatron-core", "nemo"):
+        with pytest.raises(ScenarioError) as err:
+            candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=3, framework=framework,
+                                                       framework_release="2024-12")))
+        assert err.value.field == "training.zero" and "pipeline parallelism" in str(err.value)
+        moe = moe_doc(ep=8, framework=framework)
+        moe["training"] |= {"zero": 3, "framework_release": "2025-01"}
+        with pytest.raises(ScenarioError) as err:
+            candidate_layouts(parse_scenario(moe))
+        assert err.value.field == "training.zero" and "expert parallelism" in str(err.value)
+        moe["training"]["framework_release"] = "2025-02"
+        assert len(candidate_layouts(parse_scenario(moe))) == 1
+        for release, pp in (("2024-12", 1), ("2025-02", 4)):
+            assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=pp, zero=3, framework=framework,
+                                                                  framework_release=release)))) == 1
+    doc = dense_doc(tp=4, pp=4, framework="megatron-core", framework_release="2024-12")
+    doc["training"]["zero"] = "auto"
+    assert max(candidate_layouts(parse_scenario(doc)).zero.tolist()) == 2.0  # the search leaves ZeRO-3 out
+    doc["parallelism"]["pp"] = 1
+    assert max(candidate_layouts(parse_scenario(doc)).zero.tolist()) == 3.0
+
+
+def test_auto_takes_megatron_cores_interleaved_rules_at_the_release() -> None:
+    """The framework auto runs layouts with pipeline stages on Megatron-Core at training.framework_release (as
+    frameworks.layout_profiles does), so its interleaved schedule's rules are that release's: none before 2021-02
+    (dd88906264), pp > 2 until 2024-05."""
+    with pytest.raises(ScenarioError) as err:
+        candidate_layouts(parse_scenario(dense_doc(tp=4, pp=2, vpp=2, framework="auto", framework_release="2023-01")))
+    assert err.value.field == "parallelism.vpp" and "pp >= 3" in str(err.value)
+    with pytest.raises(ScenarioError) as err:
+        candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, vpp=2, framework="auto", framework_release="2020-06")))
+    assert err.value.field == "parallelism.vpp" and "no interleaved" in str(err.value)
+    doc = dense_doc(tp=4, pp=4, framework="auto", framework_release="2020-06")
+    doc["parallelism"]["vpp"] = "auto"
+    assert set(candidate_layouts(parse_scenario(doc)).vpp.tolist()) == {1.0}
+    doc["training"]["framework_release"] = "2021-06"
+    assert set(candidate_layouts(parse_scenario(doc)).vpp.tolist()) > {1.0}
+    # auto puts no limit on ZeRO beside pipeline stages (the engine's generic stack)
+    assert len(candidate_layouts(parse_scenario(dense_doc(tp=4, pp=4, zero=3, framework="auto",
+                                                          framework_release="2024-12")))) == 1
 
 
 def test_deepspeed_fsdp_and_megatron_core_differ_for_zero3_where_their_sources_do() -> None:
