@@ -115,6 +115,12 @@ ENGINE_RELEASES: dict[str, str] = {
     # Megatron-FSDP from d165a8548b). The framework auto takes Megatron-Core's interleaved rules at the release (was
     # the current record's). No validation row changed
     "2.14.0": "f2fd096e7a7ce2631e1f5749baa080172a3bbd624585cfb38fcc23efdde1991a",
+    # 2.15.0: attention kernel classes (training.attention "native": cuDNN / FlashAttention-3/4 at their measured
+    # rates and length curve, hardware.attn_eff_native / attn_native_half_len; "auto" = what the stack ran:
+    # Transformer Engine stacks native on Hopper from 2023-12, Megatron-Core on TE from 2024-04, Blackwell native by
+    # default); Blackwell's FlashAttention-2 rate 0.15 (was Hopper's 0.35). Validation: all sets 8.8% -> 8.6% LOSO,
+    # Blackwell 9.1% -> 8.5%; ZeRO rules beside PP / EP written once (layout_rules._zero_beside)
+    "2.15.0": "b0f03d19730c3d059372c194da71b5a636e08e4ff84a6cb6d94f749dec5bdc27",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -332,8 +332,8 @@ def _attention_layouts(ctx: Context, lay: Layouts) -> Layouts:
     keep = np.flatnonzero(lay.cp <= 1)
     if len(keep) == 0:
         raise ScenarioError("parallelism.cp", f"{int(lay.cp[0])}: context parallelism needs fused attention "
-                            "(Megatron-Core ring attention runs on Transformer Engine's fused kernels) and "
-                            'this stack\'s attention is unfused; set training.attention to "flash" or cp to 1')
+                            "(Megatron-Core ring attention runs on Transformer Engine's fused kernels) and this "
+                            'stack\'s attention is unfused; set training.attention to "flash" or "native", or cp to 1')
     return lay if len(keep) == len(lay) else lay.take(keep.astype(np.intp))
 
 

@@ -25,12 +25,19 @@ from engine.performance.datatypes import (
     BF16_BYTES,
     FP8_BYTES,
 )
-from engine.performance.frameworks import NCCL_ALL_ALGORITHMS, NCCL_NVLS, moe_dispatcher, nccl_algorithms
+from engine.performance.frameworks import (
+    NCCL_ALL_ALGORITHMS,
+    NCCL_NVLS,
+    default_attention,
+    moe_dispatcher,
+    nccl_algorithms,
+)
 from engine.performance.hardware import GpuSpec
 from engine.schema.enums import (
     DEFAULT_QPS,
     DEFAULT_RECOMPUTE_MODULES,
     ActivationCache,
+    Attention,
     DpPlacement,
     Framework,
     MoeDispatcher,
@@ -81,6 +88,8 @@ class Context:
     heads: float
     attn: AttentionWidths  # the attention's per-token widths and projection MACs (standard or MLA)
     unfused_attn: bool  # attention scores materialised in HBM (see hardware.FAMILY_ATTENTION)
+    fused_attn_eff: float  # fraction of bf16 peak of the fused kernel class at its reference blocks (terms/attention.py)
+    fused_attn_half_len: float  # tokens: the class's block-length curve (0: FlashAttention-2's, short_block_rate)
     expert_gemm_eff: float  # GEMM-rate factor of routed-expert GEMMs (hardware.expert_kernel_factor)
     allgather_dispatch: bool  # MoE tokens gathered over TP x EP (training.moe_dispatcher "allgather")
     dropout: bool  # hidden dropout masks stored (training.dropout; auto = off for gated-FFN models)
@@ -188,6 +197,8 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
     moe = m.moe
     nic_bw = c.nic_gbps * GIGA / BITS_PER_BYTE * c.nics_per_node / c.gpus_per_node * hw.NIC_PROTOCOL_EFF
     net = _fabric_numbers(s)
+    # the attention kernel class: the scenario's, else what its stack ran on this GPU family at its release
+    attention = t.attention or default_attention(t.framework, t.framework_release, gpu.family, gpu.default_attention)
     qps = float(getattr(c, "qps_per_connection", 0) or 0.0)
     bf16_moments = getattr(t, "optimizer_moments", None) == OptimizerMoments.BF16
     source = routing_source(s.extras.get("fabric_study"), routing=c.routing,
@@ -198,7 +209,9 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         hidden=float(m.hidden),
         heads=float(m.heads),
         attn=attention_widths(m),
-        unfused_attn=(t.attention or gpu.default_attention) == "unfused",
+        unfused_attn=attention == Attention.UNFUSED,
+        fused_attn_eff=gpu.fused_attn_eff(attention),
+        fused_attn_half_len=gpu.fused_attn_half_len(attention),
         expert_gemm_eff=hw.expert_kernel_factor(gpu.family, t.precision, t.expert_kernel),
         allgather_dispatch=moe_dispatcher(t.framework, t.moe_dispatcher) == MoeDispatcher.ALLGATHER,
         dropout=(not m.gated_ffn) if t.dropout is None else t.dropout,

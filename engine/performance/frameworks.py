@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.schema.enums import Framework, MoeDispatcher
+from engine.schema.enums import Attention, Framework, MoeDispatcher
 from engine.units import Arr, BoolArr, Count, Ratio
 
 # ZeRO-3 gather modes: one synchronous collective per parameter tensor (DeepSpeed before PR #1453, 2022-01), or
@@ -105,6 +105,7 @@ class FrameworkProfile:
     interleaved_microbatch_multiple: bool = False
     max_zero_with_pp: int = 3  # highest ZeRO stage with pipeline stages (pp > 1); a higher one is refused likewise
     max_zero_with_ep: int = 3  # highest ZeRO stage with expert parallelism (ep > 1); likewise
+    te_attention: bool = False  # attention runs in Transformer Engine's DotProductAttention (default_attention)
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -141,9 +142,13 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
     # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)
     _m23c := dataclasses.replace(_m23b, since="2023-11", param_overlap=True),
+    # e7b74a4b7e (2024-04-02) "Change default `transformer_impl` to `transformer_engine` instead of `local`": attention
+    # in Transformer Engine's DotProductAttention (before: the local implementation, FlashAttention-2 with
+    # --use-flash-attn)
+    _m24a := dataclasses.replace(_m23c, since="2024-04", te_attention=True),
     # 3ee489d9ea (2024-05-31) "Enable virtual pipelining and P2P communication overlap at PP=2" (pp > 1 with
     # overlap_p2p_comm, on by default)
-    _m24 := dataclasses.replace(_m23c, since="2024-05", interleaved_min_pp=2),
+    _m24 := dataclasses.replace(_m24a, since="2024-05", interleaved_min_pp=2),
     # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer).
     # Its arguments.py asserts "--use-torch-fsdp2 is not supported with pipeline parallelism" and "... with expert
     # parallelism" (still so for that flag): ZeRO-3 with pp = 1 and ep = 1 only
@@ -152,8 +157,10 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # likewise; its arguments.py asserts only the distributed optimizer, so ZeRO-3 runs beside PP and EP
     dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
 )
-# NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%).
-NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL)
+# NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%); its
+# transformer layers are Transformer Engine's at every date here (NeMo's Megatron models build on TE for fp8).
+NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL,
+                                          te_attention=True)
                       for p in MEGATRON_CORE_PROFILES)
 # DeepSpeed (microsoft/DeepSpeed history): overlap_comm false for stages 1-2; reduce_bucket_size 5e8 elements; ZeRO-2
 # reduces and shards per micro-batch. Its pipeline engine has one training schedule, 1F1B (TrainSchedule in
@@ -220,6 +227,25 @@ def named_profile(name: str | None, release: str | None = None) -> FrameworkProf
     if name is None or name == "auto":
         return None
     return profile_at(name, release)
+
+
+# Transformer Engine's DotProductAttention prefers its cuDNN backend (FusedAttention) over FlashAttention "for
+# performance reasons" on sm90 from NVIDIA/TransformerEngine 32db39288 (2023-12-07, "Integrate cuDNN frontend v1 to
+# fused attention", #497) and on every sm90+ GPU from 544dd14b4 (2025-02-07, TE 2.0: ``>= (9, 0)``). YYYY-MM per GPU
+# family; families absent never prefer it (Ampere: FlashAttention is its native class anyway).
+TE_NATIVE_ATTENTION_SINCE: dict[str, str] = {"hopper": "2023-12", "blackwell": "2025-02"}
+
+
+def default_attention(framework: str | None, release: str | None, family: str, family_default: str) -> str:
+    """The attention kernel class ``training.attention: auto`` resolves to: "native" where the named stack runs
+    Transformer Engine's attention at ``release`` (None = current) and TE prefers cuDNN on the GPU family by then;
+    otherwise the family's default (hardware.FAMILY_ATTENTION). The framework ``auto`` takes the family's default:
+    its pure data-parallel layouts run on FSDP, whose PyTorch attention is not TE's."""
+    prof = named_profile(framework, release)
+    since = TE_NATIVE_ATTENTION_SINCE.get(family)
+    if prof is not None and prof.te_attention and since is not None and (release is None or release >= since):
+        return Attention.NATIVE
+    return family_default
 
 
 def moe_dispatcher(framework: str | None, choice: str | None) -> str:

@@ -40,7 +40,22 @@ from engine.units import GIGA, TERA
 #   head-dim 128 (Dao 2023) -> 0.55; on H100 about 335 of 989 (FlashAttention-3 paper, Shah et al. 2024)
 #   -> 0.35. Unfused attention (scores in HBM, Megatron-LM 2021-22, the Ampere default below) does not use
 #   this constant: it is modelled as score GEMMs + HBM traffic (UNFUSED_SCORE_BYTES_*), which replaced a
-#   fitted 0.10-of-peak figure for the A100 reference rows.
+#   fitted 0.10-of-peak figure for the A100 reference rows. attn_eff is the FlashAttention-2 class (training.attention
+#   "flash"). Blackwell: FlashAttention-2 2.7.4 on B200 (components/attention.json, cudnn-frontend-b200-artifacts,
+#   causal, head dim 128, 8K tokens, the sequence length of the 2024-26 recipes) runs forward 400 and backward 318 of
+#   2,250 TFLOP/s: one rate for the forward and the 2.5x backward (terms/attention.py), 3.5 / (1/0.178 + 2.5/0.141)
+#   = 0.15 (FlashAttention-2 has no Blackwell kernels; it runs its Ampere path). FlashAttention-2's curve is flat from
+#   2K-token blocks up (terms/attention.short_block_rate: 8K = 2K); on B200 its rate still rises 16% from 4K to 16K.
+# attn_eff_native: the architecture-native class (training.attention "native": cuDNN fused attention, FlashAttention-3
+#   on Hopper, -4 on Blackwell), the same reduction from measured forward and backward rates at 8K (attention.json):
+#   Hopper: cuDNN (cudnn-frontend SDPA) on H200, causal, head dim 128, 64/8 heads, forward 644 and backward 541 of
+#   989: 3.5 / (1/0.651 + 2.5/0.547) = 0.57 (FlashAttention-3 on H100, tritonbench, 685 / 539: 0.58, the same);
+#   Blackwell: cuDNN (cudnn-frontend) on B200 forward 1,384 and backward 995 of 2,250: 0.48. Ampere's native
+#   kernels are FlashAttention-2's own (mma.sync): attn_eff.
+# attn_native_half_len [tokens]: the native kernels keep gaining past 2K-token key blocks; their measured step rate
+#   follows L / (L + L_h) (terms/attention.native_block_rate, relative to 8K). L_h from the same rows, least squares
+#   on log rate over 2K-32K: cuDNN on H200 1,250 (every row within 3%: 2K 0.40 measured / 0.41 curve, 32K 0.62 /
+#   0.63), cuDNN on B200 2,450 (within 4%). 0 = the FlashAttention-2 curve (Ampere, whose native class it is).
 # nvlink_ring_eff: NCCL ring bus bandwidth / unidirectional NVLink line rate (AG/RS and non-NVLS AR).
 #   A100: 230 GB/s measured (NVIDIA/nccl-tests issue 175) / 300 = 0.77.
 #   H100: 370 GB/s (NVIDIA/nccl-tests issue 212) / 450 = 0.82. Blackwell: assumed as Hopper.
@@ -48,11 +63,11 @@ from engine.units import GIGA, TERA
 #   NVSwitch (NVLS): 480 GB/s measured on H100 (nccl-tests 212, 290) / 450 = 1.07; check: H800 gives
 #   1.07 x 200 = 213 GB/s vs 215 measured (NVIDIA/nccl issue 1374). A100 has no NVLS: ring 0.77.
 FAMILY_CONSTANTS: dict[str, dict[str, float]] = {
-    "ampere": {"gemm_eff_bf16": 0.66, "gemm_eff_fp8": 0.0, "attn_eff": 0.55,
+    "ampere": {"gemm_eff_bf16": 0.66, "gemm_eff_fp8": 0.0, "attn_eff": 0.55, "attn_eff_native": 0.55, "attn_native_half_len": 0.0,
                "nvlink_ring_eff": 0.77, "nvlink_ar_eff": 0.77},
-    "hopper": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
+    "hopper": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35, "attn_eff_native": 0.57, "attn_native_half_len": 1250.0,
                "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07},
-    "blackwell": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.35,
+    "blackwell": {"gemm_eff_bf16": 0.52, "gemm_eff_fp8": 0.50, "attn_eff": 0.15, "attn_eff_native": 0.48, "attn_native_half_len": 2450.0,
                   "nvlink_ring_eff": 0.82, "nvlink_ar_eff": 1.07, "gemm_eff_nvfp4": 0.39},
 }
 # Block-scaled formats (Blackwell, issue #22 item 7). Peak rates per GPU: catalog mxfp8_dense_tflops /
@@ -109,11 +124,14 @@ UNFUSED_SCORE_BYTES_BWD = 11.0
 # fp8 cast of a GEMM operand with Transformer Engine's fused cast-transpose: read bf16 (2 B), write the fp8
 # tensor and its transpose (1 B each) = 4 B per element (TE delayed/current-scaling recipes).
 FP8_CAST_BYTES = 4.0
-# Attention implementation a scenario gets when training.attention is "auto": the framework default of the
-# GPU generation. Ampere-era production stacks (Megatron-LM / Megatron-DeepSpeed 2021-22) materialised the
-# scores; FlashAttention-2 / cuDNN fused attention is the default on Hopper and later. Scenarios that used
-# FlashAttention on A100 (e.g. MPT, LLaMA) say training.attention = "flash".
-FAMILY_ATTENTION = {"ampere": "unfused", "hopper": "flash", "blackwell": "flash"}
+# Attention kernel class a scenario gets when training.attention is "auto" and its stack does not decide it
+# (frameworks.default_attention: Transformer Engine stacks run cuDNN on Hopper and Blackwell from dated releases):
+# the GPU generation's default. Ampere-era production stacks (Megatron-LM / Megatron-DeepSpeed 2021-22)
+# materialised the scores; on Hopper the flash-attn package (FlashAttention-2) and PyTorch SDPA's flash backend;
+# on Blackwell, where FlashAttention-2 has no native kernels, cuDNN (Transformer Engine prefers it on sm90+ from
+# 544dd14b4, 2025-02; PyTorch's SDPA prefers it on sm90/sm100 once its bundled cuDNN passes 9.15). Scenarios that
+# used FlashAttention on A100 (e.g. MPT, LLaMA) say training.attention = "flash".
+FAMILY_ATTENTION = {"ampere": "unfused", "hopper": "flash", "blackwell": "native"}
 # Routed-expert (grouped) GEMMs of MoE layers. Until CUTLASS 3.4 (2024-01) added SM90 grouped GEMM, the
 # grouped kernels MoE stacks used on Hopper were Ampere (SM80) kernels built on warp-level mma.sync, not on
 # Hopper's warpgroup wgmma that dense cuBLAS GEMMs (and gemm_eff above) use; cuBLAS's own grouped APIs
@@ -181,10 +199,12 @@ class GpuSpec:
     default_nic_gbps: float
     gemm_eff_bf16: float
     gemm_eff_fp8: float
-    attn_eff: float
+    attn_eff: float  # FlashAttention-2 class (training.attention "flash")
+    attn_eff_native: float  # architecture-native class (training.attention "native") at 8K-token blocks
+    attn_native_half_len: float  # tokens: the native class's block-length curve (0: FlashAttention-2's)
     nvlink_ring_eff: float
     nvlink_ar_eff: float
-    default_attention: str = "flash"
+    default_attention: str = "flash"  # the family's kernel class where the stack does not decide (FAMILY_ATTENTION)
     peak_mxfp8_flops: float | None = None  # None: the GPU has no block-scaled fp8 (refused: check_precision)
     peak_nvfp4_flops: float | None = None
     gemm_eff_nvfp4: float = 0.0
@@ -199,6 +219,15 @@ class GpuSpec:
         if precision == "nvfp4" and self.peak_nvfp4_flops is not None:
             return self.peak_nvfp4_flops
         return self.peak_bf16_flops
+
+    def fused_attn_eff(self, kernel: str) -> float:
+        """Fraction of bf16 peak of a fused attention kernel class ("native" or "flash") at its reference block
+        length (8K tokens native, 2K flash: terms/attention.py)."""
+        return self.attn_eff_native if kernel == "native" else self.attn_eff
+
+    def fused_attn_half_len(self, kernel: str) -> float:
+        """The block-length curve of a fused kernel class [tokens]: 0 for FlashAttention-2's."""
+        return self.attn_native_half_len if kernel == "native" else 0.0
 
     def gemm_eff(self, precision: str) -> float:
         if precision == "fp8" and self.peak_fp8_flops is not None:
@@ -241,6 +270,8 @@ def gpu_spec(key: str, catalog: CatalogItems | None = None, field: str = "cluste
         gemm_eff_bf16=consts["gemm_eff_bf16"],
         gemm_eff_fp8=consts["gemm_eff_fp8"],
         attn_eff=consts["attn_eff"],
+        attn_eff_native=consts["attn_eff_native"],
+        attn_native_half_len=consts["attn_native_half_len"],
         nvlink_ring_eff=consts["nvlink_ring_eff"],
         nvlink_ar_eff=consts["nvlink_ar_eff"],
         default_attention=str(specs.get("default_attention") or FAMILY_ATTENTION.get(family, "flash")),

@@ -103,12 +103,17 @@ class Precision(ChoiceSet):
 
 
 class Attention(ChoiceSet):
-    """Attention kernel: fused (scores never in HBM) or unfused (scores materialised: Megatron-LM 2021-22
-    scale-mask-softmax + dropout); "auto" is the GPU family's default (hardware.FAMILY_ATTENTION)."""
+    """Attention kernel class: fused FlashAttention-2 (warp-level MMA, scores never in HBM), fused architecture-native
+    (cuDNN fused attention, FlashAttention-3 on Hopper, -4 on Blackwell: the GPU's own tensor-core instructions) or
+    unfused (scores materialised: Megatron-LM 2021-22 scale-mask-softmax + dropout); "auto" is what the stack ran on
+    the GPU at its release (frameworks.default_attention)."""
 
     FLASH = "flash"
+    NATIVE = "native"
     UNFUSED = "unfused"
-    CHOICES = ((FLASH, "Flash (fused)"), (UNFUSED, "Unfused (scores in HBM)"))
+    CHOICES = ((FLASH, "FlashAttention-2 (fused, warp-level MMA)"),
+               (NATIVE, "Fused, architecture-native (cuDNN, FlashAttention-3/4)"),
+               (UNFUSED, "Unfused (scores in HBM)"))
 
 
 class Recompute(ChoiceSet):

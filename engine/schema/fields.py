@@ -255,9 +255,13 @@ FIELDS: tuple[Field, ...] = (
             "(docs/performance-model.md section 3a)"),
     _f("training.attention", "choice", "Attention kernel", default=AUTO, auto=True, choices=Attention,
        write=IF_SET,
-       more="`auto` = the GPU family's default: `unfused` on Ampere (the A100-era production stacks), `flash` on "
-            "Hopper and later. Set `flash` for A100 runs that used FlashAttention (MPT, LLaMA). Written to the "
-            "canonical document only when set"),
+       more="`flash` = FlashAttention-2 class, `native` = the GPU's own fused kernels (cuDNN fused attention, "
+            "FlashAttention-3 on Hopper, -4 on Blackwell), `unfused` = scores in HBM; each runs at its measured rate "
+            "(docs/performance-model.md s.2). `auto` = what the stack ran: Transformer Engine stacks (`nemo`; "
+            "`megatron-core` from 2024-04) `native` on Hopper from 2023-12 and on Blackwell from 2025-02 (at "
+            "training.framework_release); otherwise the GPU family's default: `unfused` on Ampere (the A100-era "
+            "production stacks), `flash` on Hopper, `native` on Blackwell. Set `flash` for A100 runs that used "
+            "FlashAttention (MPT, LLaMA). Written to the canonical document only when set"),
     _f("training.dropout", "bool", "Hidden dropout after attention and FFN (activation memory only)", default=AUTO,
        auto=True, write=IF_SET,
        more="Two 1-byte masks per token per layer (2h bytes). `auto` = off for gated-FFN (SwiGLU) models (Llama, "

@@ -1,8 +1,9 @@
 """The attention core (softmax(QK^T) V) of one layer, one micro-batch, one GPU: fused or unfused kernels.
 
-Fused (FlashAttention-2 / cuDNN): causal kernels do half of the counted FLOPs at ``attn_eff`` x bf16 peak,
-backward 2.5 x forward; with context parallelism each ring step runs on a key block of s/c tokens at a lower
-rate. Unfused (scores in HBM, Megatron-LM 2021-22): batched score GEMMs plus HBM passes over the score tensor.
+Fused (FlashAttention-2 class or the architecture-native class: cuDNN, FlashAttention-3/4): causal kernels do half of
+the counted FLOPs at the class's measured fraction of bf16 peak (Context.fused_attn_eff: hardware attn_eff or
+attn_eff_native), backward 2.5 x forward; with context parallelism each ring step runs on a key block of s/c
+tokens at a lower rate. Unfused (scores in HBM, Megatron-LM 2021-22): batched score GEMMs plus HBM passes over the score tensor.
 docs/performance-model.md s.2.
 """
 
@@ -25,6 +26,10 @@ from engine.units import BoolArr, Count, Ratio, Seconds
 ATTN_HALF_LEN = 440.0
 ATTN_REFERENCE_LEN = 2048.0
 ATTN_MIN_BLOCK_RATE = 0.5
+# The architecture-native kernels (cuDNN, FlashAttention-3/4) keep gaining past 2K tokens: rate ~ L / (L + L_h)
+# relative to L = 8,192 (the length attn_eff_native is measured at), L_h per family (hardware.attn_native_half_len),
+# no ceiling or floor (the curve holds the measured rows from 2K to 32K within 4%, and B200's 512-token row within 15%).
+NATIVE_REFERENCE_LEN = 8192.0
 # FlashAttention-2 backward takes 2.5 x its forward (it recomputes P and runs 5 GEMM-like passes to the
 # forward's 2: Dao 2023).
 ATTN_BWD_FACTOR = 2.5
@@ -58,14 +63,28 @@ def short_block_rate(block_tokens: Count) -> Ratio:
     return np.clip((block_tokens / (block_tokens + ATTN_HALF_LEN)) / reference, ATTN_MIN_BLOCK_RATE, 1.0)
 
 
+def native_block_rate(block_tokens: Count, half_len: float) -> Ratio:
+    """Native-kernel rate on key blocks of ``block_tokens`` relative to the 8K-token rate ``attn_eff_native`` holds:
+    (L / (L + L_h)) / (8192 / (8192 + L_h))."""
+    return (block_tokens / (block_tokens + half_len)) / (NATIVE_REFERENCE_LEN / (NATIVE_REFERENCE_LEN + half_len))
+
+
+def block_rate(ctx: Context, block_tokens: Count) -> Ratio:
+    """The fused kernel class's rate on ``block_tokens``-long key blocks relative to its reference rate."""
+    if ctx.fused_attn_half_len > 0:
+        return native_block_rate(block_tokens, ctx.fused_attn_half_len)
+    return short_block_rate(block_tokens)
+
+
 def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Ratio]:
     """(forward time, block-rate factor) of the fused kernel: causal half of the counted FLOPs at the family's
-    measured FlashAttention-2 rate (bf16 also in fp8 training), one kernel pair per ring step."""
+    measured rate of the kernel class (Context.fused_attn_eff; bf16 also in fp8 training), one kernel pair per ring
+    step."""
     gpu = ctx.gpu
     # the keys a causal kernel visits per query: s/2 (hardware.ATTN_CAUSAL_WORK), or w(1 - w/2s) with a window
     work_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn_causal_keys * ctx.attn.core / lay.tp
-    rate_factor = short_block_rate(np.minimum(ctx.attn_keys, ctx.seq / lay.cp))  # key range: window or CP block
-    attn_rate = gpu.peak_bf16_flops * gpu.attn_eff * rate_factor
+    rate_factor = block_rate(ctx, np.minimum(ctx.attn_keys, ctx.seq / lay.cp))  # key range: window or CP block
+    attn_rate = gpu.peak_bf16_flops * ctx.fused_attn_eff * rate_factor
     return work_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
 
 

@@ -17,13 +17,20 @@ error of the roofline, predicted / measured - 1, at 2026-11:
   decode-size or tiny-hidden GEMMs, which the engine does not plan.
 
 Fused attention (attention.json). ``attention.fused_attention_forward`` runs the causal half of the counted FLOPs
-at attn_eff x bf16 peak x short_block_rate(L). Hopper's attn_eff (0.35) is FlashAttention-2's rate on H100; the
-PyTorch-SDPA FlashAttention-2 forward rows (attn-0452..0464, non-causal, 1K-16K) are 287-304 TFLOP/s: asserted
-within 25% (engine 294 at 1K, 346 from 2K: -2% .. +20%; the constant came from the FlashAttention-3 paper's figure
-for native FA2, about 335, and PyTorch's SDPA build of FA2 runs a little slower). Reported, not asserted: on
-Hopper, FlashAttention-3 and cuDNN reach 0.55-0.70 of peak forward; on B200, cuDNN reaches 0.38-0.66 and
-FlashAttention-2 0.14-0.19 while the engine's Blackwell attn_eff is Hopper's 0.35 - between the two kernel classes,
-matching neither (docs/performance-model.md s.2 and the known gaps of docs/validation.md).
+at the kernel class's fraction of bf16 peak x short_block_rate(L): attn_eff (FlashAttention-2 class,
+training.attention "flash") or attn_eff_native (cuDNN / FlashAttention-3 / -4, "native"). Hopper's attn_eff (0.35)
+is FlashAttention-2's rate on H100; the PyTorch-SDPA FlashAttention-2 forward rows (attn-0452..0464, non-causal,
+1K-16K) are 287-304 TFLOP/s: asserted within 25% (engine 294 at 1K, 346 from 2K: -2% .. +20%; the constant came
+from the FlashAttention-3 paper's figure for native FA2, about 335, and PyTorch's SDPA build of FA2 runs a little
+slower). The classes with forward and backward rows (causal, head dim 128) are checked on one step's work, forward
+plus the 2.5x backward at one rate as the model runs them: measured 3.5 / (1/fwd + 2.5/bwd) against the engine's
+rate. The native class, at 0.57 (Hopper) or 0.48 (Blackwell) of peak at 8K tokens on the curve L / (L + L_h)
+(terms/attention.native_block_rate), asserted within 15% from 2K to 32K: cuDNN on H200 (2K +2%, 4K -1%, 8K -1%,
+16K 0%, 32K +3%), FlashAttention-3 on H100 (2K +12%, 4K +1%, 8K -2%), cuDNN (cudnn-frontend) on B200 (2K +4%, 4K -3%,
+8K 0%, 16K -1%, 32K +4%). Blackwell flash 0.15 on FlashAttention-2's curve (flat from 2K) against FlashAttention-2
+2.7.4 on B200, asserted within 25% from 4K to 32K (4K +16%, 8K 0%, 16K -6%, 32K -8%). Reported, not asserted: B200
+FlashAttention-2 at 2K and below (+59% .. +192%: FlashAttention-2's curve is Hopper's, flat from 2K), the native
+class at 64K-128K on B200 (+4%, +15%) and at 512-1K (+15%, -1%), FlashAttention-3 at 1K (+38%).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import pytest
 from engine.document.parse import parse_scenario
 from engine.performance.context import Context, make_context
 from engine.performance.hardware import gpu_spec
-from engine.performance.terms.attention import short_block_rate
+from engine.performance.terms.attention import native_block_rate, short_block_rate
 from engine.performance.terms.kernels import gemm_time
 from tests.engine._scenarios import scenario
 
@@ -49,6 +56,7 @@ H100_SMS = 132  # NVIDIA H100 SXM5 whitepaper
 TILE = 128 * 128  # a 128 x 128 output tile per CTA (cuBLAS's common Hopper tile edge)
 GEMM_TOL = 0.12
 ATTN_TOL = 0.25
+NATIVE_TOL = 0.15
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
@@ -148,3 +156,54 @@ def test_short_blocks_are_slower_as_flashattention_measures() -> None:
     engine = float(short_block_rate(np.float64(512)))
     assert engine < 1.0
     assert abs(engine / measured - 1.0) <= ATTN_TOL
+
+
+# (gpu, catalog key, implementation, source, kernel class, shortest length asserted, tolerance): rows with forward
+# and backward at each length
+CLASS_ROWS = (
+    ("H200", "H200", "cudnn (cudnn-frontend SDPA)", "cudnn-frontend-sdpa-results", "native", 2048, NATIVE_TOL),
+    ("H100", "H100-SXM", "FlashAttention-3 (tritonbench flash_v3)", "tritonbench-1267", "native", 2048, NATIVE_TOL),
+    ("B200", "B200", "cudnn (cudnn-frontend)", "cudnn-frontend-b200-artifacts", "native", 2048, NATIVE_TOL),
+    ("B200", "B200", "FlashAttention-2 2.7.4 (native)", "cudnn-frontend-b200-artifacts", "flash", 4096, ATTN_TOL),
+)
+
+
+def _step_rates(gpu: str, impl: str, source: str) -> dict[int, float]:
+    """Measured TFLOP/s of forward + 2.5x backward at one rate, per sequence length: 3.5 / (1/fwd + 2.5/bwd)."""
+    rows = [r for r in _rows("attention.json") if r["gpu"] == gpu and r["source"] == source and r["causal"] is True
+            and r["implementation"] == impl and r["precision"] == "bf16" and r["head_dim_qk"] == 128]
+    fwd = {r["seqlen_q"]: r["tflops"] for r in rows if r["pass"] == "fwd"}
+    bwd = {r["seqlen_q"]: r["tflops"] for r in rows if r["pass"] == "bwd"}
+    return {n: 3.5 / (1.0 / fwd[n] + 2.5 / bwd[n]) for n in fwd if n in bwd}
+
+
+def _class_rate(catalog_key: str, kernel: str, tokens: int) -> float:
+    """The engine's rate [TFLOP/s] of a kernel class on ``tokens``-long key blocks (terms/attention.block_rate)."""
+    gpu = gpu_spec(catalog_key)
+    half_len = gpu.fused_attn_half_len(kernel)
+    curve = native_block_rate(np.float64(tokens), half_len) if half_len > 0 else short_block_rate(np.float64(tokens))
+    return gpu.peak_bf16_flops / 1e12 * gpu.fused_attn_eff(kernel) * float(curve)
+
+
+@pytest.mark.parametrize("case", CLASS_ROWS, ids=lambda c: f"{c[0]}-{c[4]}-{c[2].split(' ')[0]}")
+def test_each_attention_class_runs_at_its_kernels_measured_rate(case: tuple[Any, ...]) -> None:
+    gpu, key, impl, source, kernel, shortest, tol = case
+    measured = {n: v for n, v in _step_rates(gpu, impl, source).items() if shortest <= n <= 32768}
+    assert len(measured) >= 2
+    for n, rate in measured.items():
+        engine = _class_rate(key, kernel, n)
+        assert abs(engine / rate - 1.0) <= tol, f"{n} tokens: engine {engine:.0f}, measured {rate:.0f}"
+
+
+def test_the_classes_are_apart_where_the_kernels_are() -> None:
+    """On B200 cuDNN runs 8K-token attention 3.2x as fast as FlashAttention-2 (both measured); on H100 the native
+    class is above FlashAttention-2's; on A100 the two are one class (FlashAttention-2 is Ampere's native kernel)."""
+    native = _step_rates("B200", "cudnn (cudnn-frontend)", "cudnn-frontend-b200-artifacts")[8192]
+    flash = _step_rates("B200", "FlashAttention-2 2.7.4 (native)", "cudnn-frontend-b200-artifacts")[8192]
+    assert native / flash > 3.0
+    b200 = gpu_spec("B200")
+    assert b200.fused_attn_eff("native") / b200.fused_attn_eff("flash") > 3.0
+    h100 = gpu_spec("H100-SXM")
+    assert h100.fused_attn_eff("native") > 1.5 * h100.fused_attn_eff("flash")
+    a100 = gpu_spec("A100-80GB")
+    assert a100.fused_attn_eff("native") == a100.fused_attn_eff("flash")

@@ -14,7 +14,7 @@ STORED = {
     "routing": ("ecmp", "ecmp-qp", "adaptive", "pinned"),
     "framework": ("megatron-core", "nemo", "deepspeed", "fsdp", "fsdp2"),
     "precision": ("bf16", "fp8", "mxfp8", "nvfp4"),
-    "attention": ("flash", "unfused"),
+    "attention": ("flash", "native", "unfused"),
     "recompute": ("none", "selective", "full"),
     "moe_dispatcher": ("alltoall", "allgather"),
     "expert_kernel": ("warp-mma", "native"),

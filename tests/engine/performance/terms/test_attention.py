@@ -7,7 +7,12 @@ import pytest
 
 from engine.errors import ScenarioError
 from engine.performance.api import predict, search
-from engine.performance.terms.attention import attention_core, short_block_rate, unfused_attention
+from engine.performance.terms.attention import (
+    attention_core,
+    native_block_rate,
+    short_block_rate,
+    unfused_attention,
+)
 from tests.engine.performance._build import build, dense_doc, gemm_by_hand, hbm_by_hand
 
 
@@ -29,6 +34,23 @@ def test_short_blocks_lose_rate_like_flashattention_figures() -> None:
     assert short_block_rate(1024.0) == pytest.approx(0.85, abs=0.01)
     assert short_block_rate(512.0) == pytest.approx(0.66, abs=0.01)
     assert short_block_rate(16.0) == 0.5
+
+
+def test_native_kernels_keep_gaining_past_2k_tokens_relative_to_8k() -> None:
+    """The native class's curve (L / (L + L_h)) / (8192 / (8192 + L_h)), no ceiling: cuDNN on H200 measures 0.40,
+    0.51, 0.57, 0.61 of peak at 2K, 4K, 8K, 16K (forward plus 2.5x backward), i.e. 0.70, 0.89, 1, 1.06 of its 8K
+    rate; with L_h = 1,250 the curve gives 0.72, 0.88, 1, 1.07."""
+    for tokens, measured in ((2048.0, 0.70), (4096.0, 0.89), (8192.0, 1.0), (16384.0, 1.06)):
+        assert native_block_rate(tokens, 1250.0) == pytest.approx(measured, abs=0.03)
+    assert native_block_rate(2048.0, 1250.0) == pytest.approx((2048 / 3298) / (8192 / 9442), rel=1e-12)
+
+
+def test_native_context_parallel_blocks_run_on_the_native_curve() -> None:
+    """NeMo on H100, s 4096, CP 4: 1,024-token key blocks at 0.57 x native_block_rate(1024) of 989 TFLOP/s."""
+    ctx, lay, shape = build(dense_doc(tp=8, cp=4, gb=16, framework="nemo"))
+    flops = 4.0 * 1024 * 4096 * 4096 / 8
+    rate = 989e12 * 0.57 * (1024 / 2274) / (8192 / 9442)
+    assert attention_core(ctx, lay, shape).forward_s[0] == pytest.approx(0.5 * flops / rate + 2 * 4 * 3e-6, rel=1e-9)
 
 
 def test_context_parallel_ring_runs_fused_short_blocks_with_a_kernel_pair_per_step() -> None:
