@@ -121,6 +121,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # default); Blackwell's FlashAttention-2 rate 0.15 (was Hopper's 0.35). Validation: all sets 8.8% -> 8.6% LOSO,
     # Blackwell 9.1% -> 8.5%; ZeRO rules beside PP / EP written once (layout_rules._zero_beside)
     "2.15.0": "b0f03d19730c3d059372c194da71b5a636e08e4ff84a6cb6d94f749dec5bdc27",
+    # 2.15.1: no result changes: a ZeRO refusal quotes the refusing stack's own source (layout_rules._zero_beside)
+    "2.15.1": "48461b54151376102a1be170930e77cecaddc9bc53e66695fb373595855968b9",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

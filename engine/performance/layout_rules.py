@@ -51,15 +51,22 @@ def _microbatches(s: ScenarioSpec, c: Columns) -> Arr:
     return s.training.global_batch / (c["dp"] * c["mb"])
 
 
-def _zero_beside(column: str, kind: str, limit: Callable[[FrameworkProfile], int], source: str,
-                 fix: str) -> LayoutRule:
+# What each stack's source says where it refuses ZeRO beside pipeline or expert parallelism
+_TORCH_FSDP2 = "Megatron's --use-torch-fsdp2, its only ZeRO-3 from 2024-11 to 2025-02: \"not supported with {} parallelism\""
+_DEEPSPEED_PIPE = "DeepSpeed's pipeline engine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\""
+
+
+def _zero_beside(column: str, kind: str, limit: Callable[[FrameworkProfile], int], fix: str) -> LayoutRule:
     """The highest ZeRO stage a stack runs beside ``column`` > 1 (pipeline or expert parallelism)."""
+    def why(f: FrameworkProfile) -> str:
+        source = _DEEPSPEED_PIPE if f.name == Framework.DEEPSPEED else _TORCH_FSDP2.format(kind)
+        return f"runs ZeRO stages up to {limit(f)} with {kind} parallelism ({source}): use zero {limit(f)} or lower, or {fix}"
+
     return LayoutRule(
         field="training.zero", columns=frozenset({"zero", column}), named_only=True,
         binds=lambda f: limit(f) < 3,
         runs=lambda f, s, c: (c[column] == 1) | (c["zero"] <= limit(f)),
-        why=lambda f: f"runs ZeRO stages up to {limit(f)} with {kind} parallelism ({source}): use zero {limit(f)} "
-                      f"or lower, or {fix}")
+        why=why)
 
 
 RULES: tuple[LayoutRule, ...] = (
@@ -88,13 +95,8 @@ RULES: tuple[LayoutRule, ...] = (
         runs=lambda f, s, c: np.asarray(c["zero"] <= f.max_zero),
         why=lambda f: f"does not implement this ZeRO stage (it runs up to ZeRO-{f.max_zero}; ZeRO-3: DeepSpeed from "
                       "2021-03, Megatron-Core from 2024-11)"),
-    _zero_beside("pp", "pipeline", lambda f: f.max_zero_with_pp,
-                 "DeepSpeed's pipeline engine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; "
-                 "Megatron's --use-torch-fsdp2, its only ZeRO-3 from 2024-11 to 2025-02: \"not supported with "
-                 "pipeline parallelism\"", "pp 1"),
-    _zero_beside("ep", "expert", lambda f: f.max_zero_with_ep,
-                 "Megatron's --use-torch-fsdp2, its only ZeRO-3 from 2024-11 to 2025-02: \"not supported with expert "
-                 "parallelism\"", "ep 1, or a release from 2025-02 (Megatron-FSDP)"),
+    _zero_beside("pp", "pipeline", lambda f: f.max_zero_with_pp, "pp 1"),
+    _zero_beside("ep", "expert", lambda f: f.max_zero_with_ep, "ep 1, or a release from 2025-02 (Megatron-FSDP)"),
 )
 
 
