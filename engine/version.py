@@ -123,6 +123,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.15.0": "b0f03d19730c3d059372c194da71b5a636e08e4ff84a6cb6d94f749dec5bdc27",
     # 2.15.1: no result changes: a ZeRO refusal quotes the refusing stack's own source (layout_rules._zero_beside)
     "2.15.1": "48461b54151376102a1be170930e77cecaddc9bc53e66695fb373595855968b9",
+    # 2.15.2: no result changes: the Blackwell set's text says its attention rates are its own kernels'
+    "2.15.2": "c3320058b278728f12c5f485e7f6478cd92414c868d2f06e016c952f74062c47",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

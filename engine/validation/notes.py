@@ -98,9 +98,11 @@ SET_TEXT: dict[str, SetText] = {
         heading="## Blackwell set (B200, never used to set a constant)",
         intro=(
             "`engine/validation/data/blackwell_runs.json`: NVIDIA NeMo 25.02 and Megatron-Bridge 25.11 performance-summary rows on",
-            "DGX-B200, with H100 rows of the same releases as controls. Blackwell uses Hopper's efficiency fractions;",
+            "DGX-B200, with H100 rows of the same releases as controls. Blackwell uses Hopper's GEMM efficiency fractions;",
             "these rows were checked for a common-sign bias before deciding not to change them (docs/performance-model.md,",
-            "section 8). tokens/s per GPU is compared (the two releases count attention FLOPs differently).",
+            "section 8). Its attention rates are its own kernels' (cuDNN and FlashAttention-2 on B200, section 2; these",
+            "Transformer Engine rows run cuDNN). tokens/s per GPU is compared (the two releases count attention FLOPs",
+            "differently).",
         ),
         notes=(
             "- The 405B rows on B200 were -25% and -29% while the memory model sent them to full recomputation; with",
