@@ -14,3 +14,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("portal.urls")),
 ]
+
+# an unrouted URL: JSON under /api/, the portal's page elsewhere (planner/errors.py)
+handler404 = "planner.errors.not_found"
