@@ -6,6 +6,7 @@ checked before anything is written; nothing expensive runs at submit time (asser
 from __future__ import annotations
 
 import copy
+import importlib
 from typing import Any
 from unittest import mock
 
@@ -45,6 +46,9 @@ def no_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a submit-time check built simulation arrays")
 
+    # study binds simulate by name at import: imported first under the patch, it would keep the forbidden function
+    # after teardown (the undo restores what it held then), and a later test's fabric study would fail
+    importlib.import_module("engine.flowsim.study")
     for name in ("cable_links", "bundle_links", "_generate", "simulate"):
         monkeypatch.setattr(f"engine.flowsim.simulate.{name}", forbidden)
     monkeypatch.setattr("engine.flowsim.study.simulate", forbidden)
