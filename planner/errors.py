@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
+from rest_framework import exceptions, status
+
+from core.api.errors import error_body
 
 API_PATH = "/api/"
-NOT_FOUND = 404
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """404 for an unrouted URL: under /api/ the body every API error has (core.api.errors: ``errors`` by field and
-    ``status``), e.g. an id the router's pattern does not take (/api/v1/scenarios/a.b/run/); elsewhere the page."""
+    """404 for an unrouted URL: under /api/ the body every API error has (core.api.errors.error_body) with DRF's
+    not-found message, e.g. an id the router's pattern does not take (/api/v1/scenarios/a.b/run/); elsewhere the
+    page."""
     if request.path.startswith(API_PATH):
-        return JsonResponse({"errors": {"detail": ["Not found."]}, "status": NOT_FOUND}, status=NOT_FOUND)
+        code = status.HTTP_404_NOT_FOUND
+        return JsonResponse(error_body({"detail": [str(exceptions.NotFound.default_detail)]}, code), status=code)
     return page_not_found(request, exception)

@@ -34,8 +34,13 @@ from engine.budget import BudgetExceeded
 logger = logging.getLogger(__name__)
 
 
+def error_body(errors: dict[str, list[str]], code: int) -> dict[str, Any]:
+    """The body of every API error: messages by field path and the HTTP status."""
+    return {"errors": errors, "status": code}
+
+
 def error_response(errors: dict[str, list[str]], code: int) -> Response:
-    return Response({"errors": errors, "status": code}, status=code)
+    return Response(error_body(errors, code), status=code)
 
 
 def coded_detail(detail: Any, codes: dict[str, str]) -> Any:
