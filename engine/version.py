@@ -125,6 +125,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.15.1": "48461b54151376102a1be170930e77cecaddc9bc53e66695fb373595855968b9",
     # 2.15.2: no result changes: the Blackwell set's text says its attention rates are its own kernels'
     "2.15.2": "c3320058b278728f12c5f485e7f6478cd92414c868d2f06e016c952f74062c47",
+    # 2.16.0: a pipeline of stages narrower than a node pays its node boundary with inner DP placement too (it ran
+    # every hop on NVLink), and a boundary's few senders share the node's NICs (collectives/p2p.boundary_nic_share)
+    "2.16.0": "c2ddb1151960d95d5d4aa0ea7a48d527bb907672906abdc1bda476ae5b9ebe64",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -123,6 +123,7 @@ class Context:
     fabric: str
     framework: str | None = None  # None = auto (per layout, frameworks.layout_profiles)
     sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
+    gpus_per_nic: float = 1.0  # GPUs of a node that share one scale-out NIC (gpus_per_node / nics_per_node)
     # calibration hooks (engine.calibration): multiplier on inter-node bandwidth per collective
     # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
     net_bw_scale: Mapping[str, float] = field(default_factory=dict)
@@ -185,6 +186,7 @@ class Context:
             qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
             nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
             nvls=g.nvlink_ar_eff > g.nvlink_ring_eff and NCCL_NVLS in self.nccl_algorithms, sharp=self.sharp, alpha_override=self.net_alpha_s,
+            gpus_per_nic=self.gpus_per_nic,
             pinned_share=self.routing_source.get("share") if self.routing_source.get("kind") == "study" else None,
             unreleased_algorithms=NCCL_ALL_ALGORITHMS - self.nccl_algorithms,
             **scale,
@@ -233,6 +235,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         gpn=float(min(c.gpus_used_per_node, c.gpus)),
         gpu=gpu,
         nic_bw_gpu=nic_bw,
+        gpus_per_nic=c.gpus_per_node / c.nics_per_node,
         routing=c.routing,
         qps=qps,
         routing_source=source,

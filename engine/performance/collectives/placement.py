@@ -62,6 +62,7 @@ class Net:
     nvl_ar: float  # bytes/s NVLink all-reduce bus bandwidth (NVLS where the switch reduces)
     nvls: bool
     sharp: bool = False
+    gpus_per_nic: float = 1.0  # GPUs of a node sharing one NIC (1 rail-optimised; 8 with one NIC per 8-GPU node)
     alpha_override: float | None = None  # calibration: per-step network latency [s]
     pinned_share: float | None = None  # a pinned fabric study's share for this routing (pinned_study.py)
     # NCCL algorithms not yet released at the scenario's training.framework_release (issue #22; Context.net)

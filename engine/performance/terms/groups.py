@@ -64,6 +64,7 @@ class FabricGroups:
     placements: Mapping[ParallelGroup, Placement]
     pp_stride: Count  # GPUs between the pipeline neighbours of the slowest stage boundary
     order: RankOrder | None = None  # the rank order the placements follow
+    pp_senders: Count | None = None  # GPUs of a node sending across the slowest boundary (None: all of them)
 
     def time(self, kind: CollectiveKind, nbytes: Bytes, group: ParallelGroup) -> Seconds:
         return collective_time(self.net, kind, nbytes, self.ranks[group], self.strides[group], self.placements[group])
@@ -74,7 +75,7 @@ class FabricGroups:
                                  self.placements[g])
 
     def p2p(self, nbytes: Bytes) -> Seconds:
-        return p2p_time(self.net, nbytes, self.pp_stride)
+        return p2p_time(self.net, nbytes, self.pp_stride, self.pp_senders)
 
     def on_nic(self, group: ParallelGroup) -> BoolArr:
         return on_nic(self.placements[group])
@@ -149,13 +150,14 @@ def fabric_groups(ctx: Context, lay: Layouts) -> FabricGroups:
         strides[g.TP_EP], placements[g.TP_EP] = strides[g.EP], placements[g.EP]
     if ctx.moe and np.any(lay.folded):
         _fold_expert_groups(ctx, lay, order, ranks, strides, placements)
-    # DP outermost: neighbours closer than a domain share it, but a pipeline spanning several domains still has a
-    # boundary between two (adjacent) domains, and the slowest boundary paces the pipeline. (Inner keeps the
-    # stride as before: the same holds there when t c d < D, but moving those rows is not this change's to make.)
+    # A pipeline spanning several domains has a boundary between two (adjacent) domains even where neighbours are
+    # closer than a domain (t c d < D inner, t c < D outer), and the slowest boundary paces the pipeline; there the
+    # stage's own width of GPUs (the stride) sends out of the node (collectives/p2p.boundary_nic_share).
     pp = order.pp_stride_ranks
-    pp_boundary = np.where(outer & (pp < net.domain) & (pp * lay.pp > net.domain), net.domain, pp)
+    crosses = (pp < net.domain) & (pp * lay.pp > net.domain)
     return FabricGroups(net=net, ranks=ranks, strides=strides, placements=placements,
-                        pp_stride=pp_boundary, order=order)
+                        pp_stride=np.where(crosses, net.domain, pp), order=order,
+                        pp_senders=np.minimum(pp, net.domain))
 
 
 def strided_in_stage(n: Count, stride: Count, lay: Layouts, dp_stride: Count) -> tuple[Count, Count, Count, Count]:

@@ -113,3 +113,23 @@ def test_a_pipeline_spanning_nodes_pays_its_inter_node_boundary() -> None:
     ctx, lay, _ = build(doc)
     g = fabric_groups(ctx, lay)
     assert g.order is not None and g.order.pp_stride_ranks[0] == 4 and g.pp_stride[0] == 8
+
+
+def test_an_inner_pipeline_of_narrow_stages_pays_its_node_boundary_on_the_shared_nic() -> None:
+    """Inner, TP 2 DP 2 (t c d = 4 GPUs a stage) PP 4 on 16 GPUs: neighbours 4 apart, two stages a node, so the
+    boundary between nodes paces the pipeline (stride D = 8) and only the 4 GPUs of a node's last stage send across
+    it. With one NIC per 8 GPUs each of them gets NIC / 4 = 2 nic_bw_gpu. PP 2 (8 GPUs, one node) stays on NVLink."""
+    doc = dense_doc(tp=2, pp=4, gpus=16, gb=16)
+    doc["cluster"]["nics_per_node"] = 1
+    ctx, lay, _ = build(doc)
+    assert ctx.gpus_per_nic == 8.0
+    g = fabric_groups(ctx, lay)
+    assert g.order is not None and g.order.pp_stride_ranks[0] == 4
+    assert g.pp_stride[0] == 8 and g.pp_senders is not None and g.pp_senders[0] == 4
+    nbytes = np.array([1e8])
+    pair = place(ctx.net, np.array([2.0]), np.array([8.0]))
+    expect = 1e8 / (2.0 * ctx.net.nic_bw_gpu * pair.share[0]) + pair.hop[0] + 9e-6  # + NCCL Simple's base latency
+    assert g.p2p(nbytes)[0] == pytest.approx(expect, rel=1e-3)
+    ctx2, lay2, _ = build(dense_doc(tp=2, pp=2, gpus=8, gb=16))
+    g2 = fabric_groups(ctx2, lay2)
+    assert g2.pp_stride[0] == 4 and g2.p2p(nbytes)[0] < 0.1 * g.p2p(nbytes)[0]
