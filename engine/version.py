@@ -128,6 +128,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.16.0: a pipeline of stages narrower than a node pays its node boundary with inner DP placement too (it ran
     # every hop on NVLink), and a boundary's few senders share the node's NICs (collectives/p2p.boundary_nic_share)
     "2.16.0": "c2ddb1151960d95d5d4aa0ea7a48d527bb907672906abdc1bda476ae5b9ebe64",
+    # 2.17.0: Megatron's TP collectives hidden as its source does (asynchronous column-parallel backward from 2021-09,
+    # bounded by the backward GEMMs of the TP linears, which are then no window for other traffic) instead of a 0.3
+    # share calibrated on the public set; NeMo keeps its userbuffer share
+    "2.17.0": "e365189699eeddd18cc1cdc58604210a417a6f4120d4562cd3bc6f6149dc6534",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

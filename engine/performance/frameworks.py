@@ -22,9 +22,11 @@ Sources (documented defaults):
   and reduce-scattered ONCE per step, bucketed (``bucket_size = max(40M, 1M x dp)`` parameters) and
   overlapped with the last micro-batch's backward; parameters all-gathered overlapped with the first
   forward. ``zero: 2`` therefore costs what ZeRO-1 costs in time and memory. Interleaved schedules
-  overlap their send/recv (``overlap_p2p_comm``, default on with virtual stages). TP collectives: a 0.3
-  share hidden (Transformer Engine's bulk overlap of the sequence-parallel all-gather with the
-  dgrad GEMM; calibrated once on the public set, docs/performance-model.md).
+  overlap their send/recv (``overlap_p2p_comm``, default on with virtual stages). TP collectives: as the
+  source runs them (``tp_backward_overlap``, from 2021-09): each column-parallel linear's backward runs its
+  input-gradient all-reduce (with sequence parallelism: reduce-scatter, and the re-gather of its input)
+  asynchronously beside its weight- (data-) gradient GEMM; the forward's collectives are exposed
+  (terms/tensor_parallel.py; Transformer Engine's userbuffer overlap, ``--tp-comm-overlap``, is off by default).
 * NeMo (NeMo 2.0 LLM recipes, ``MegatronCommOverlapCallback``: ``tp_comm_overlap=True`` with userbuffers on
   Hopper, grad/param overlap on): Megatron-Core plus userbuffer TP overlap, about 0.6 of TP time hidden
   (NVIDIA's TP-overlap benchmarks hide 50-70% on H100).
@@ -82,7 +84,7 @@ class FrameworkProfile:
     """What one training stack overlaps and how it shards (documented defaults; sources in the module doc)."""
 
     name: str
-    tp_overlap: float  # share of TP collective time hidden behind GEMMs
+    tp_overlap: float  # share of the TP collective time left after tp_backward_overlap hidden behind GEMMs (userbuffers)
     grad_overlap: bool  # DP gradient reduction overlapped with backward
     param_overlap: bool  # DP parameter all-gather overlapped with forward
     bucket_params: float  # parameters per DP bucket (the last one is always exposed)
@@ -90,6 +92,9 @@ class FrameworkProfile:
     zero2_shards_grads: bool  # ZeRO-2 keeps only the owned gradient partition in memory
     zero3_prefetch_layers: float  # layers of parameters gathered ahead (0 = gather on demand)
     pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
+    # the column-parallel linears' backward overlaps its input-gradient collective with the weight-gradient GEMM (and,
+    # with sequence parallelism, the re-gather of its input with the data-gradient GEMM): terms/tensor_parallel.py
+    tp_backward_overlap: bool = False
     ep_overlap: bool = False  # MoE all-to-all hidden under another micro-batch's compute (1F1B steady state)
     moe_dispatcher: str = MoeDispatcher.ALLTOALL  # MoE token dispatcher when training.moe_dispatcher is auto
     # ---- software as it ran (issue #22): what the stack did at a date (training.framework_release)
@@ -119,12 +124,13 @@ class FrameworkProfile:
 # current one when no release is given. Each record is the previous one with what changed, and the commit or PR
 # that changed it (docs/performance-model.md s.3b).
 #
-# Megatron-LM / Megatron-Core (NVIDIA/Megatron-LM history). 0.3 of TP time hidden (Transformer Engine bulk overlap,
-# calibrated once on the public set, docs/performance-model.md s.3b); buckets of max(40M, 1M x dp) parameters, 40M
+# Megatron-LM / Megatron-Core (NVIDIA/Megatron-LM history). TP collectives exposed until the asynchronous
+# column-parallel backward (2021-09 record below); no userbuffer share (tp_overlap 0: --tp-comm-overlap, e19dcb6ae9
+# 2023-10, defaults off); buckets of max(40M, 1M x dp) parameters, 40M
 # used; one reduce-scatter per step. Before 2021-02: no virtual stages; DP gradient reduction after the backward;
 # ZeRO-1/2 = the distributed optimizer's cost; no ZeRO-3.
 _MEGATRON_2019 = FrameworkProfile(
-    name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.3, grad_overlap=False, param_overlap=False,
+    name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=40e6, zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0,
     pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=2, interleaved_pipeline=False)
 MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
@@ -136,8 +142,14 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # pp and keeps the rule (m mod group must be 0 or >= pp). pp > 2 with it: 182841f7df (2021-03-20), arguments.py
     _m21 := dataclasses.replace(_MEGATRON_2019, since="2021-02", interleaved_pipeline=True, interleaved_min_pp=3,
                                 interleaved_microbatch_multiple=True),
+    # 6e1bde1e0f (2021-09-02, merge of 'slym/allreduce_custom'): ColumnParallelLinearWithAsyncAllreduce launches the
+    # backward's all-reduce of the input gradient with async_op=True and computes the weight gradient under it (on
+    # unless --no-async-tensor-model-parallel-allreduce); the sequence-parallel layers of d898a8991d (2022-05-25,
+    # LinearWithGradAccumulationAndAsyncCommunication) re-gather the input under the data-gradient GEMM and
+    # reduce-scatter the input gradient under the weight-gradient GEMM the same way
+    _m21b := dataclasses.replace(_m21, since="2021-09", tp_backward_overlap=True),
     # f9283c5a8a (2023-05-31) "Add option to overlap p2p communication" (on with virtual stages)
-    _m23a := dataclasses.replace(_m21, since="2023-05", pp_overlap=True),
+    _m23a := dataclasses.replace(_m21b, since="2023-05", pp_overlap=True),
     # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"
     _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
     # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)
@@ -157,9 +169,11 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # likewise; its arguments.py asserts only the distributed optimizer, so ZeRO-3 runs beside PP and EP
     dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
 )
-# NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%); its
-# transformer layers are Transformer Engine's at every date here (NeMo's Megatron models build on TE for fp8).
-NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, moe_dispatcher=MoeDispatcher.ALLTOALL,
+# NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%), the
+# share taken of every TP pair in place of Megatron's asynchronous-backward path; its transformer layers are
+# Transformer Engine's at every date here (NeMo's Megatron models build on TE for fp8).
+NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6, tp_backward_overlap=False,
+                                          moe_dispatcher=MoeDispatcher.ALLTOALL,
                                           te_attention=True)
                       for p in MEGATRON_CORE_PROFILES)
 # DeepSpeed (microsoft/DeepSpeed history): overlap_comm false for stages 1-2; reduce_bucket_size 5e8 elements; ZeRO-2
@@ -262,6 +276,7 @@ class LayoutProfiles:
     """The framework profile of every layout (arrays over layouts; fields as :class:`FrameworkProfile`)."""
 
     tp_overlap: Ratio
+    tp_backward_overlap: BoolArr
     grad_overlap: BoolArr
     param_overlap: BoolArr
     bucket_params: Count

@@ -25,7 +25,13 @@ from engine.performance.terms.expert_parallel import ExpertParallelComm, expert_
 from engine.performance.terms.ffn import DenseFfn, MoeFfn, dense_ffn, moe_ffn
 from engine.performance.terms.flops import StepFlops, step_flops
 from engine.performance.terms.groups import fabric_groups
-from engine.performance.terms.layer import LayerCompute, LogitsCompute, layer_compute, logits_compute
+from engine.performance.terms.layer import (
+    LayerCompute,
+    LogitsCompute,
+    layer_compute,
+    logits_compute,
+    tp_linear_backward_gemms,
+)
 from engine.performance.terms.memory import MemoryPerGpu, memory_per_gpu, usable_memory_bytes
 from engine.performance.terms.optimizer import OptimizerStep, optimizer_step
 from engine.performance.terms.parameters import GpuParams, gpu_params
@@ -103,7 +109,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     layer = layer_compute(ctx, lay, shape, attn, dense, moe)
     logits = logits_compute(ctx, lay, shape)
     # per-layer communication
-    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups)
+    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups, backward_gemm_s=tp_linear_backward_gemms(layer, dense, shape))
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s
@@ -111,18 +117,26 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     pp = pipeline_comm(ctx, lay, shape, prof, groups)
     # data parallelism and ZeRO
     params = gpu_params(ctx, lay, shape)
-    fwd_window = stage.per_microbatch(ctx, layer.forward_s + FORWARD_COMM_SHARE * comm_layer)
-    bwd_window = stage.per_microbatch(ctx, layer.backward_s + layer.recompute_s + FORWARD_COMM_SHARE * comm_layer)
+    # The backward GEMMs that Megatron's asynchronous TP collectives run beside are their window: not a window again
+    # for the other traffic (the shared timeline's rule: what is overlapped shares the SMs and links behind at most
+    # the compute). The windows DP traffic runs under: each pass's compute (the backward's less those GEMMs) and the
+    # per-layer communication exposed in it (TP's as its term splits it, CP's and EP's half each way).
+    other_comm = FORWARD_COMM_SHARE * (cp.exposed_s + ep.exposed_s)
+    tp_bwd = tp.backward_exposed_s - tp.under_backward_gemms_s
+    fwd_window = stage.per_microbatch(ctx, layer.forward_s + (tp.exposed_s - tp.backward_exposed_s) + other_comm)
+    bwd_window = stage.per_microbatch(ctx, np.maximum(layer.backward_s + layer.recompute_s + tp_bwd + other_comm, 0.0))
+    window = np.maximum(stage.compute_s - stage.per_microbatch(ctx, tp.under_backward_gemms_s), 0.0)
     dp = data_parallel_sync(lay, shape, prof, groups, params.total_params, fwd_window, bwd_window,
-                            step_compute_s=shape.microbatch_count * stage.compute_s,
+                            step_compute_s=shape.microbatch_count * window,
                             expert_params=params.expert_params)
     zero2 = zero2_traffic(prof, dp.grad_reduction_s, dp.reduces_per_microbatch, dp.bucket_fraction,
-                          stage.per_microbatch(ctx, layer.backward_s + layer.recompute_s))
-    zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, stage.compute_s,
+                          stage.per_microbatch(ctx, np.maximum(layer.backward_s + layer.recompute_s
+                                                               - tp.under_backward_gemms_s, 0.0)))
+    zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, window,
                           parameter_tensors(ctx, lay))
     # one micro-batch on the shared timeline, then the step
-    timeline = comm_timeline(stage.compute_s, timeline_items(ctx, stage, cp, ep, pp, zero2, zero3, groups))
-    mb = microbatch_time(ctx, stage, tp, prof.tp_overlap, pp, timeline)
+    timeline = comm_timeline(window, timeline_items(ctx, stage, window, cp, ep, pp, zero2, zero3, groups))
+    mb = microbatch_time(ctx, stage, tp, pp, timeline)
     opt = optimizer_step(ctx, lay, shape, params)
     tp_grads = duplicated_grad_allreduce(lay, groups, params.tp_duplicated_params, dp.grad_elem_bytes)
     step = step_time(ctx, lay, shape, mb, dp, opt.time_s, tp_grads)

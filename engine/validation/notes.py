@@ -19,7 +19,7 @@ SET_TEXT: dict[str, SetText] = {
     "published": SetText(
         heading="## Reference set (public; the set the row-grounded constants were calibrated on)",
         intro=(
-            "`published_runs.json`: the published runs the GEMM efficiencies and the TP overlap share were set",
+            "`published_runs.json`: the published runs the GEMM efficiencies were set",
             "from (section \"Constants grounded on end-to-end rows\"); their errors are calibration errors.",
         ),
         notes=(

@@ -8,7 +8,7 @@ over them is 0 (a geometric-mean fit, the way the constants were set by hand). T
 runs and is put back after. When the held-out source is not one of the constant's sources the calibration rows
 are the original ones and the constant keeps its value (no work is done).
 
-Solving: per-GPU throughput rises monotonically with a GEMM efficiency or an overlap share; the mean log
+Solving: per-GPU throughput rises monotonically with a GEMM efficiency; the mean log
 residual is driven to 0 by secant steps on log(value) (at most :data:`MAX_STEPS` evaluations of the rows, to
 :data:`TOLERANCE`), the value kept inside its physical bounds.
 
@@ -21,16 +21,13 @@ Fallbacks with no calibration row left (every source of the constant held out):
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from engine.performance import frameworks
 from engine.performance import hardware as hw
-from engine.schema.enums import Framework
 from engine.validation.rows import validation_rows
 from engine.validation.runs import DEFAULT_RUNS, source_key
 
@@ -42,8 +39,6 @@ MAX_STEPS = 5  # row evaluations per refit at most
 # H100 best-shape GEMM fraction of peak, fp8 over bf16 (components/gemm.json gemm-0019 and gemm-0004)
 H100_FP8_OVER_BF16 = (1402.6 / 1979.0) / (794.5 / 989.0)
 EFF_BOUNDS = (0.2, 0.95)  # a sustained GEMM fraction of peak is never outside these
-OVERLAP_BOUNDS = (0.0, 0.9)  # share of TP time hidden
-OVERLAP_SHIFT = 0.1  # an overlap share may be 0, where a log step cannot start: it is solved as share + 0.1
 
 
 def reference_ids() -> frozenset[str]:
@@ -151,58 +146,8 @@ def family_constant(family: str, key: str) -> Callable[[], float]:
     return lambda: float(hw.FAMILY_CONSTANTS[family][key])
 
 
-def megatron_tp_overlap() -> float:
-    """Megatron-Core's tp_overlap as it stands."""
-    return float(frameworks.PROFILES[Framework.MEGATRON_CORE].tp_overlap)
-
-
 @contextmanager
 def noop_refit(runs: Sequence[dict[str, Any]]) -> Iterator[None]:
     """A constant that follows another's refit (Blackwell carries Hopper's GEMM efficiencies)."""
     del runs
     yield
-
-
-def _has_tp(run: dict[str, Any]) -> bool:
-    """A run with tensor parallelism on Megatron-Core's profile (named, or ``auto``, which resolves to it)."""
-    tp = run["scenario"].get("parallelism", {}).get("tp", 1)
-    framework = run["scenario"].get("training", {}).get("framework") or "auto"
-    return isinstance(tp, int) and tp > 1 and framework in ("auto", Framework.MEGATRON_CORE)
-
-
-def _set_megatron_tp_overlap(value: float) -> None:
-    """Every dated Megatron-Core record (and the current one) with ``tp_overlap`` = value."""
-    name = Framework.MEGATRON_CORE
-    frameworks.RELEASES[name] = tuple(dataclasses.replace(p, tp_overlap=value) for p in frameworks.RELEASES[name])
-    frameworks.PROFILES[name] = frameworks.RELEASES[name][-1]
-
-
-@contextmanager
-def _megatron_tp_overlap(value: float) -> Iterator[None]:
-    name = Framework.MEGATRON_CORE
-    saved = frameworks.RELEASES[name], frameworks.PROFILES[name]
-    try:
-        _set_megatron_tp_overlap(value)
-        yield
-    finally:
-        frameworks.RELEASES[name], frameworks.PROFILES[name] = saved
-
-
-def tp_overlap_refit(sources: Sequence[str]) -> RefitHook:
-    """Refit Megatron-Core's ``tp_overlap`` on the reference rows with tensor parallelism left in the runs given."""
-    all_sources = tuple(sources)
-
-    @contextmanager
-    def hook(runs: Sequence[dict[str, Any]]) -> Iterator[None]:
-        left = {source_key(r.get("source", "")) for r in runs}
-        start = frameworks.PROFILES[Framework.MEGATRON_CORE].tp_overlap
-        if all(source_key(s) in left for s in all_sources):
-            yield
-            return
-        rows = calibration_rows(runs, all_sources, where=_has_tp)
-        with _megatron_tp_overlap(start):
-            if rows:
-                solve(lambda v: _set_megatron_tp_overlap(v - OVERLAP_SHIFT), start + OVERLAP_SHIFT, lambda: mean_log_residual(rows),
-                      (OVERLAP_BOUNDS[0] + OVERLAP_SHIFT, OVERLAP_BOUNDS[1] + OVERLAP_SHIFT))
-            yield
-    return hook

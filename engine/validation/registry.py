@@ -23,9 +23,7 @@ from engine.validation.refit import (
     RefitHook,
     family_constant,
     gemm_eff_refit,
-    megatron_tp_overlap,
     noop_refit,
-    tp_overlap_refit,
 )
 
 
@@ -46,8 +44,6 @@ class RowDerivedConstant:
 
 _FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md"
 _NEMO_2407 = "NVIDIA NeMo Framework 24.07 performance summary"
-# the reference rows whose stack takes Megatron-Core's TP overlap (the NeMo rows name NeMo, whose 0.6 is sourced)
-_REFERENCE_TP_SOURCES = ("arXiv 2104.04473", "arXiv 2205.05198", "arXiv 2407.21783")
 
 ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
     RowDerivedConstant(
@@ -90,17 +86,6 @@ ROW_DERIVED_CONSTANTS: tuple[RowDerivedConstant, ...] = (
         sources=("arXiv 2407.21783", "mosaicml/llm-foundry scripts/train/benchmarking/README.md",
                  "NVIDIA NeMo Framework 24.07 performance summary"),
         refit=noop_refit,  # follows the Hopper refits above (their followers)
-    ),
-    RowDerivedConstant(
-        name='frameworks.PROFILES["megatron-core"].tp_overlap',
-        where="engine/performance/frameworks.py",
-        value="0.3",
-        grounded_on='"calibrated once on the public set" (frameworks.py; docs/performance-model.md sections '
-                    "3b and 8: the one value calibrated on the public set); applies to every auto layout with "
-                    "TP or PP",
-        sources=_REFERENCE_TP_SOURCES,
-        refit=tp_overlap_refit(_REFERENCE_TP_SOURCES),
-        current=megatron_tp_overlap,
     ),
 )
 

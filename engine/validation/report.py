@@ -138,9 +138,9 @@ def _refit_values(ev: Evaluation) -> list[str]:
         return []
     lines = ["LOSO refit values: each constant as solved with one source held out (only the held-out sources that "
              "move a constant; every other source predicts with the values above). The values above were set by "
-             "hand, jointly, not by this one-constant-at-a-time procedure, so a refit can move a constant even "
-             "where the held-out source is not among the rows it solves on (the TP overlap share solves to about "
-             "0.5 on the rows left after any of its sources is held out, against 0.3 set by hand).", "",
+             "hand, jointly (with a TP overlap share that engine 2.17.0 replaced by the stack's source), not by "
+             "this one-constant-at-a-time procedure, so a refit moves a constant whenever one of its sources is held "
+             "out, even where its other rows alone would not have set the hand-set value.", "",
              "| held-out source | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|" + "---|" * len(names)]
     for src in sorted(moved):

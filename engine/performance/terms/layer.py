@@ -156,6 +156,13 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
                         selective_recompute_s=sel, recompute_s=rc_s, total_s=fwd + bwd + rc_s)
 
 
+def tp_linear_backward_gemms(layer: LayerCompute, dense: DenseFfn, shape: LayoutShape) -> Seconds:
+    """The backward GEMMs (data and weight gradients: BWD_GEMM_FACTOR x the forward) of a layer's tensor-parallel
+    linears, the attention projections and the dense FFN (routed experts excluded: their collectives are the
+    dispatcher's) [s]: the window Megatron's asynchronous backward collectives run under (terms/tensor_parallel)."""
+    return BWD_GEMM_FACTOR * (layer.attention_gemms_s + dense_fraction(shape) * dense.gemm_s)
+
+
 def logits_compute(ctx: Context, lay: Layouts, shape: LayoutShape) -> LogitsCompute:
     m_tok = shape.microbatch_tokens
     gemm = gemm_time(ctx, m_tok, ctx.hidden * np.ones_like(lay.tp), ctx.vocab / lay.tp, bf16=output_layer_bf16(ctx))

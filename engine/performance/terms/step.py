@@ -73,10 +73,11 @@ class StepTime:
     breakdown_s: Breakdown
 
 
-def timeline_items(ctx: Context, stage: BottleneckStage, cp: ContextParallelComm, ep: ExpertParallelComm,
-                   pp: PipelineComm, zero2: Zero2Traffic, zero3: Zero3Traffic,
+def timeline_items(ctx: Context, stage: BottleneckStage, window_s: Seconds, cp: ContextParallelComm,
+                   ep: ExpertParallelComm, pp: PipelineComm, zero2: Zero2Traffic, zero3: Zero3Traffic,
                    groups: GroupComm) -> dict[str, TimelineItem]:
-    """The overlappable collectives of one micro-batch, each with its own window (timeline.py)."""
+    """The overlappable collectives of one micro-batch, each with its own window (timeline.py); ``window_s``: the
+    micro-batch's compute not already hiding TP's collectives."""
     zeros = np.zeros_like(stage.compute_s)
     on_dp = groups.on_nic(ParallelGroup.DP)
     per_mb = stage.per_microbatch
@@ -89,15 +90,15 @@ def timeline_items(ctx: Context, stage: BottleneckStage, cp: ContextParallelComm
                            floor_s=zero2.floor_s),
         "z3": TimelineItem(raw_s=zero3.per_microbatch_s, exposed_alone_s=zero3.exposed_s, on_nic=on_dp,
                            floor_s=zero3.floor_s),
-        "pp": TimelineItem(raw_s=pp.hideable_s, exposed_alone_s=np.maximum(pp.hideable_s - stage.compute_s, pp.floor_s),
+        "pp": TimelineItem(raw_s=pp.hideable_s, exposed_alone_s=np.maximum(pp.hideable_s - window_s, pp.floor_s),
                            on_nic=pp.on_nic, floor_s=pp.floor_s),
     }
 
 
-def microbatch_time(ctx: Context, stage: BottleneckStage, tp: TensorParallelComm, tp_overlap: Seconds,
-                    pp: PipelineComm, timeline: SharedTimeline) -> MicroBatchTime:
-    """``tp_overlap``: the framework's hidden share of TP time per layout (its hidden part still interferes)."""
-    tp_hidden = stage.per_microbatch(ctx, tp.hideable_s) * tp_overlap
+def microbatch_time(ctx: Context, stage: BottleneckStage, tp: TensorParallelComm, pp: PipelineComm,
+                    timeline: SharedTimeline) -> MicroBatchTime:
+    """The bottleneck stage's micro-batch; TP time the framework hides (``tp.hidden_s``) still interferes."""
+    tp_hidden = stage.per_microbatch(ctx, tp.hidden_s)
     interference = interference_time(tp_hidden + timeline.hidden_s)
     exposed = timeline.exposed_s
     tp_s = stage.per_microbatch(ctx, tp.exposed_s)

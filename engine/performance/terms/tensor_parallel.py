@@ -2,8 +2,12 @@
 with sequence parallelism) of the activations over the TP group. docs/performance-model.md s.3.
 
 Two per layer forward (after attention, after the FFN), two backward, two more when full recomputation reruns
-the forward; half on the attention side, half on the FFN side. Transformer Engine overlap hides the framework's
-share of them (frameworks.py, tp_overlap). MoE layers with TP: experts are tensor-parallel over the same ranks
+the forward; half on the attention side, half on the FFN side. What the stack hides, as its source does it
+(frameworks.py): Megatron's asynchronous column-parallel backward (``tp_backward_overlap``, from 2021-09) runs the
+input-gradient collective of each side under its weight-gradient GEMM, and with sequence parallelism also the
+re-gather of the sequence-sharded input under the data-gradient GEMM (half a pair more traffic), never more than
+the layer's backward GEMMs last; Transformer Engine's userbuffer overlap (NeMo) hides its ``tp_overlap`` share of
+the rest. The forward's collectives (and a full recomputation's) are exposed otherwise. MoE layers with TP: experts are tensor-parallel over the same ranks
 (Megatron-Core's expert tensor parallelism defaults to the TP size), so the FFN-side pair carries every routed
 copy of the token (top_k) plus the shared experts' input; those are the token dispatcher's own NCCL calls, not
 Transformer Engine linear layers, so TP overlap cannot hide them. All-gather dispatcher (Megatron-Core
@@ -34,8 +38,17 @@ from engine.units import Bytes, Count, Seconds
 TP_COLLECTIVES_PER_LAYER = 4.0  # 2 forward, 2 backward
 TP_COLLECTIVES_FULL_RECOMPUTE = 2.0  # the recomputed forward's two
 TP_SIDES = 2.0  # attention side and FFN side: half of the collectives each
+BACKWARD_PAIRS_PER_SIDE = 1.0  # of a side's pairs, the backward's (the rest: the forward and a recomputed forward)
 # Shared experts add one copy of each token to the FFN-side gather of the routed copies (one however many).
 SHARED_EXPERT_COPIES = 1.0
+# Megatron's asynchronous column-parallel backward (frameworks.FrameworkProfile.tp_backward_overlap), per side of the
+# layer in pairs (an all-reduce, or an all-gather + reduce-scatter): without sequence parallelism the backward's one
+# all-reduce (the input gradient) runs under the weight-gradient GEMM; with it the backward's pair is the all-gather
+# of the output gradient (exposed) and the reduce-scatter of the input gradient (hidden), and the input, kept
+# sequence-sharded, is all-gathered again for the weight gradient under the data-gradient GEMM (half a pair more
+# traffic, hidden). Either way one pair a side is hidden.
+BACKWARD_HIDDEN_PAIRS = 1.0
+SP_INPUT_REGATHER_PAIRS = 0.5
 
 
 @dataclass(frozen=True)
@@ -47,12 +60,17 @@ class TensorParallelComm:
     ffn_pair_s: Seconds  # one FFN-side pair of an MoE layer (routed copies or all-gather dispatch; dense: attention's)
     shared_pair_s: Seconds  # the shared experts' own pair (all-gather dispatcher only)
     dispatch_pair_s: Seconds  # the all-gather dispatcher's AG + RS over TP x EP
-    hideable_s: Seconds  # what TP overlap may hide
+    hideable_s: Seconds  # what TP overlap may hide (the TP linears' collectives)
+    hidden_s: Seconds  # what the framework hides (under the backward GEMMs, then its tp_overlap share)
     exposed_s: Seconds  # after the framework's overlap
+    backward_exposed_s: Seconds  # the part of exposed_s in the backward pass (the rest is the forward's)
+    under_backward_gemms_s: Seconds  # of hidden_s, what runs beside the backward GEMMs (tp_backward_overlap), using them
 
 
 def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
-                         groups: GroupComm) -> TensorParallelComm:
+                         groups: GroupComm, backward_gemm_s: Seconds | None = None) -> TensorParallelComm:
+    """``backward_gemm_s``: the layer's backward GEMMs of its TP linears (data and weight gradients) [s], the window
+    the backward's collectives hide under (None: unbounded)."""
     f = shape.moe_layer_fraction
     zeros = np.zeros_like(lay.tp)
     act_bytes = shape.microbatch_tokens * ctx.hidden * BYTES_ACT
@@ -74,10 +92,23 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
         ffn = t_attn
     n_tp = TP_COLLECTIVES_PER_LAYER + np.where(lay.recompute >= RECOMPUTE_FULL, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
     per_side = n_tp / TP_SIDES
-    hideable = per_side * (t_attn + (1.0 - f) * t_attn + f * shared)
-    exposed = hideable * (1.0 - prof.tp_overlap) + per_side * f * ffn
+    sides = t_attn + (1.0 - f) * t_attn + f * shared  # one pair on each side of the layer's TP linears
+    backward = prof.tp_backward_overlap & (lay.tp > 1)
+    regather = np.where(backward & lay.sp, SP_INPUT_REGATHER_PAIRS, 0.0)
+    hideable = (per_side + regather) * sides
+    under_backward = np.where(backward, BACKWARD_HIDDEN_PAIRS, 0.0) * sides
+    if backward_gemm_s is not None:  # a collective hides only under the GEMM it runs beside
+        under_backward = np.minimum(under_backward, backward_gemm_s)
+    left = hideable - under_backward
+    keep = 1.0 - prof.tp_overlap
+    experts = per_side * f * ffn  # the dispatcher's pairs: one a side forward (two with full recompute), one backward
+    exposed = left * keep + experts
+    # the backward's pair a side (and the re-gather) less what hides under it, and its share of the experts' pairs
+    backward_exposed = ((BACKWARD_PAIRS_PER_SIDE + regather) * sides - under_backward) * keep + experts / per_side
+    hidden = under_backward + left * prof.tp_overlap
     return TensorParallelComm(collectives_count=n_tp, attention_pair_s=t_attn, ffn_pair_s=ffn, shared_pair_s=shared,
-                              dispatch_pair_s=dispatch, hideable_s=hideable, exposed_s=exposed)
+                              dispatch_pair_s=dispatch, hideable_s=hideable, hidden_s=hidden, exposed_s=exposed,
+                              backward_exposed_s=backward_exposed, under_backward_gemms_s=under_backward)
 
 
 def folded_expert_pair(ctx: Context, lay: Layouts, act_bytes: Bytes, groups: GroupComm) -> Seconds:

@@ -59,7 +59,8 @@ def test_explain_carries_the_zero_tp_and_pp_terms() -> None:
     assert z3["per_microbatch_s"] > 0 and e["memory"]["zero3_buffer_bytes"] > 0
     assert e["tensor_parallel"]["collectives_count"] == 4 and e["tensor_parallel"]["exposed_s"] > 0
     assert e["pipeline"]["raw_s"] > 0 and e["step"]["bubble_s"] > 0
-    assert e["framework"]["tp_overlap"] == {"value": 0.3, "unit": "fraction"}
+    assert e["framework"]["tp_overlap"] == {"value": 0.0, "unit": "fraction"}
+    assert e["framework"]["tp_backward_overlap"] is True
 
 
 def test_every_number_of_every_term_has_a_unit() -> None:

@@ -43,7 +43,8 @@ def test_profiles_are_keyword_only() -> None:
 def test_auto_runs_megatron_with_tp_or_pp_and_fsdp_otherwise() -> None:
     tp, pp = np.array([8.0, 1.0, 1.0]), np.array([1.0, 4.0, 1.0])
     prof = layout_profiles(None, tp, pp)
-    assert prof.tp_overlap.tolist() == [0.3, 0.3, 0.0]
+    assert prof.tp_overlap.tolist() == [0.0, 0.0, 0.0]  # Megatron's overlap is its asynchronous backward (below)
+    assert prof.tp_backward_overlap.tolist() == [True, True, False]
     assert prof.bucket_params.tolist() == [40e6, 40e6, 25e6]
     assert prof.zero2_per_microbatch.dtype == np.bool_ and prof.zero2_per_microbatch.tolist() == [False, False, True]
     assert prof.ep_overlap.all() and prof.zero2_shards_grads.all()  # auto's own choices
@@ -253,3 +254,15 @@ def test_the_release_is_a_month_from_2019_to_now() -> None:
         assert err.value.field == "training.framework_release"
     assert parse_scenario(dense_doc(framework="fsdp", framework_release="2023-07")).training.framework_release \
         == "2023-07"
+
+
+def test_megatron_hides_tp_collectives_under_the_backward_from_september_2021() -> None:
+    """Megatron-LM's ColumnParallelLinearWithAsyncAllreduce (merge 6e1bde1e0f, 2021-09-02) is the first release whose
+    column-parallel backward runs a TP collective asynchronously; NeMo's layers overlap through Transformer Engine's
+    userbuffers instead (its 0.6 share), not through this path."""
+    assert not profile_at(Framework.MEGATRON_CORE, "2021-04").tp_backward_overlap
+    assert profile_at(Framework.MEGATRON_CORE, "2021-09").tp_backward_overlap
+    assert profile_at(Framework.MEGATRON_CORE, None).tp_backward_overlap
+    assert all(p.tp_overlap == 0.0 for p in RELEASES[Framework.MEGATRON_CORE])
+    assert not any(p.tp_backward_overlap for p in RELEASES[Framework.NEMO])
+    assert all(p.tp_overlap == 0.6 for p in RELEASES[Framework.NEMO])

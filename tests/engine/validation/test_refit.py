@@ -7,9 +7,7 @@ import math
 
 import pytest
 
-from engine.performance import frameworks
 from engine.performance import hardware as hw
-from engine.schema.enums import Framework
 from engine.validation import refit
 from engine.validation.runs import RUN_SETS, load_runs, source_key
 
@@ -76,14 +74,3 @@ def test_hopper_fp8_without_its_only_source_follows_bf16_by_the_component_ratio(
         assert hw.FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"] == pytest.approx(
             hw.FAMILY_CONSTANTS["hopper"]["gemm_eff_bf16"] * 0.8826, rel=1e-3)
     assert hw.FAMILY_CONSTANTS["hopper"]["gemm_eff_fp8"] == 0.50
-
-
-def test_tp_overlap_refit_changes_megatron_only_and_restores_it() -> None:
-    hook = refit.tp_overlap_refit(("arXiv 2104.04473", "arXiv 2205.05198", LLAMA3, NEMO))
-    mega, nemo = frameworks.PROFILES[Framework.MEGATRON_CORE], frameworks.PROFILES[Framework.NEMO]
-    with hook(_without("arXiv 2104.04473")):
-        inside = frameworks.PROFILES[Framework.MEGATRON_CORE].tp_overlap
-        assert refit.OVERLAP_BOUNDS[0] <= inside <= refit.OVERLAP_BOUNDS[1]
-        assert all(p.tp_overlap == inside for p in frameworks.RELEASES[Framework.MEGATRON_CORE])
-        assert frameworks.PROFILES[Framework.NEMO] == nemo
-    assert frameworks.PROFILES[Framework.MEGATRON_CORE] == mega

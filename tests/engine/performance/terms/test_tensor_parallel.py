@@ -1,11 +1,13 @@
 """Tensor-parallel communication (terms/tensor_parallel.py) with the closed-form collective model: per layer 4
-all-reduces of the M x h bf16 activation (6 with full recomputation), the framework's share hidden."""
+all-reduces of the M x h bf16 activation (6 with full recomputation), what the stack hides as its source does."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.performance.frameworks import layout_profiles
+from engine.performance.model import step_terms
 from engine.performance.terms.tensor_parallel import tensor_parallel_comm
 from tests.engine.performance._build import BW, LinearComm, build, dense_doc, moe_doc
 
@@ -16,16 +18,60 @@ def _tp(doc):
     return ctx, shape, comm, tensor_parallel_comm(ctx, lay, shape, layout_profiles(ctx.framework, lay.tp, lay.pp), comm)
 
 
+def _tp_at(doc, release: str | None, backward_gemm_s: float | None = None):
+    ctx, lay, shape = build(doc)
+    comm = LinearComm()
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp, release)
+    return tensor_parallel_comm(ctx, lay, shape, prof, comm,
+                                None if backward_gemm_s is None else np.array([backward_gemm_s]))
+
+
+M_TOK, H = 4096.0, 4096.0  # Llama-2-7B, s 4096, b 1, c 1
+PAIR = 2.0 * M_TOK * H * 2.0 / BW  # all-reduce of the M x h bf16 activation: the buffer twice over the bus
+
+
 @pytest.mark.parametrize(("recompute", "count"), [("none", 4.0), ("selective", 4.0), ("full", 6.0)])
 def test_dense_layer_all_reduces_its_activation_four_times(recompute: str, count: float) -> None:
-    _, shape, _, tp = _tp(dense_doc(tp=8, recompute=recompute, framework="megatron-core"))
-    m_tok, h = 4096.0, 4096.0  # Llama-2-7B, s 4096, b 1, c 1
-    assert shape.microbatch_tokens[0] == m_tok
-    pair = 2.0 * m_tok * h * 2.0 / BW  # all-reduce: the buffer twice over the bus
-    assert tp.attention_pair_s[0] == pytest.approx(pair, rel=1e-12)
+    """Megatron-LM of April 2021 (before its asynchronous backward, no sequence parallelism): every pair exposed."""
+    _, shape, _, _ = _tp(dense_doc(tp=8, recompute=recompute, framework="megatron-core"))
+    assert shape.microbatch_tokens[0] == M_TOK
+    tp = _tp_at(dense_doc(tp=8, recompute=recompute, sp=False, framework="megatron-core"), "2021-04")
+    assert tp.attention_pair_s[0] == pytest.approx(PAIR, rel=1e-12)
     assert tp.collectives_count[0] == count
-    assert tp.hideable_s[0] == pytest.approx(count * pair, rel=1e-12)
-    assert tp.exposed_s[0] == pytest.approx(count * pair * (1.0 - 0.3), rel=1e-12)  # Megatron-Core hides 0.3
+    assert tp.hideable_s[0] == pytest.approx(count * PAIR, rel=1e-12)
+    assert tp.exposed_s[0] == pytest.approx(count * PAIR, rel=1e-12)
+    assert tp.hidden_s[0] == 0.0
+
+
+@pytest.mark.parametrize(("recompute", "count"), [("none", 4.0), ("full", 6.0)])
+def test_megatron_async_backward_hides_one_pair_a_side(recompute: str, count: float) -> None:
+    """From 2021-09 each side's column-parallel backward all-reduces the input gradient under the weight-gradient
+    GEMM: 2 of the layer's pairs hidden. With sequence parallelism the backward also re-gathers each side's input
+    (half a pair, hidden under the data-gradient GEMM) and exposes the output gradient's all-gather (half a pair):
+    traffic count + 1, hidden 2, exposed count - 1 (a forward, a recomputed forward and half the backward)."""
+    no_sp = _tp_at(dense_doc(tp=8, recompute=recompute, sp=False, framework="megatron-core"), "2021-10")
+    assert no_sp.hideable_s[0] == pytest.approx(count * PAIR, rel=1e-12)
+    assert no_sp.hidden_s[0] == pytest.approx(2.0 * PAIR, rel=1e-12)
+    assert no_sp.exposed_s[0] == pytest.approx((count - 2.0) * PAIR, rel=1e-12)
+    sp = _tp_at(dense_doc(tp=8, recompute=recompute, framework="megatron-core"), None)
+    assert sp.hideable_s[0] == pytest.approx((count + 1.0) * PAIR, rel=1e-12)
+    assert sp.hidden_s[0] == pytest.approx(2.0 * PAIR, rel=1e-12)
+    assert sp.exposed_s[0] == pytest.approx((count - 1.0) * PAIR, rel=1e-12)
+
+
+def test_the_backward_hides_no_more_than_its_gemms_last() -> None:
+    """A backward window of half a pair hides half a pair; the rest of the two is exposed."""
+    tp = _tp_at(dense_doc(tp=8, sp=False, framework="megatron-core"), None, backward_gemm_s=0.5 * PAIR)
+    assert tp.hidden_s[0] == pytest.approx(0.5 * PAIR, rel=1e-12)
+    assert tp.exposed_s[0] == pytest.approx(3.5 * PAIR, rel=1e-12)
+
+
+def test_nemo_userbuffers_hide_their_share_of_every_pair() -> None:
+    """NeMo (Transformer Engine userbuffers): 0.6 of the four pairs, no separate asynchronous-backward path."""
+    tp = _tp_at(dense_doc(tp=8, framework="nemo"), None)
+    assert tp.hideable_s[0] == pytest.approx(4.0 * PAIR, rel=1e-12)
+    assert tp.hidden_s[0] == pytest.approx(0.6 * 4.0 * PAIR, rel=1e-12)
+    assert tp.exposed_s[0] == pytest.approx(0.4 * 4.0 * PAIR, rel=1e-12)
 
 
 def test_moe_layers_gather_every_routed_copy_and_tp_overlap_cannot_hide_it() -> None:
@@ -48,3 +94,22 @@ def test_allgather_dispatcher_gathers_over_tp_times_ep() -> None:
     assert tp.ffn_pair_s[0] == 0.0
     assert tp.shared_pair_s[0] == pytest.approx(tp.attention_pair_s[0])  # shared experts: ordinary TP layers
     assert ("tp_ep", "ar", m_tok * 4 * h * 2.0) in [(g, str(k), b) for g, k, b in comm.calls]
+
+
+def _step_tp(model: dict | None):
+    ctx, lay, _ = build(dense_doc(tp=8, framework="megatron-core", model=model))
+    terms = step_terms(ctx, lay)
+    window = 2.0 * (terms.layer.attention_gemms_s[0] + terms.dense_ffn.gemm_s[0])  # dgrad + wgrad of every TP linear
+    return terms.tensor_parallel, window
+
+
+def test_the_backward_hides_under_its_own_gemms_only() -> None:
+    """In the step model the hidden pair a side is capped by the backward GEMMs of the layer's TP linears: a 7B
+    layer's GEMMs outlast its two NVLink pairs; a 512-wide toy layer's do not, and then hide only what they last."""
+    tp, window = _step_tp(None)
+    assert window > 2.0 * tp.attention_pair_s[0]
+    assert tp.under_backward_gemms_s[0] == pytest.approx(2.0 * tp.attention_pair_s[0], rel=1e-12)
+    toy = {"name": "toy", "layers": 4, "hidden": 512, "heads": 8, "ffn_hidden": 2048, "vocab": 32000, "seq_len": 256}
+    tp, window = _step_tp(toy)
+    assert window < 2.0 * tp.attention_pair_s[0]
+    assert tp.under_backward_gemms_s[0] == pytest.approx(window, rel=1e-12)
