@@ -134,6 +134,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.17.0": "e365189699eeddd18cc1cdc58604210a417a6f4120d4562cd3bc6f6149dc6534",
     # 2.17.1: no result changes: terms/tensor_parallel.py's docstring reflowed
     "2.17.1": "f67bf5428ca881ba012c3a2dc75f0b8f2e9c03ab984653c90f54964fe3cc4fb9",
+    # 2.17.2: no result changes: hardware.py says the GEMM efficiencies were set beside the old TP share, left as set
+    "2.17.2": "5690195a38317e9c8d3fd9f72ea22424db2416d83600eefacdb7285c9a6ecdb8",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 
