@@ -136,6 +136,8 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.17.1": "f67bf5428ca881ba012c3a2dc75f0b8f2e9c03ab984653c90f54964fe3cc4fb9",
     # 2.17.2: no result changes: hardware.py says the GEMM efficiencies were set beside the old TP share, left as set
     "2.17.2": "5690195a38317e9c8d3fd9f72ea22424db2416d83600eefacdb7285c9a6ecdb8",
+    # 2.17.3: no result changes: the validation report's scaling table says which predicted step terms grew
+    "2.17.3": "9b846d232a359742c13777c8f79a4773c75117ca42a498bcec8d502cb836bf81",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -228,6 +228,15 @@ def _bands_section(ev: Evaluation) -> list[str]:
     return lines
 
 
+SHARES_SHOWN = 3  # terms named per scaling step
+
+
+def _grown_shares(changes: dict[str, float]) -> str:
+    """The terms whose share of the step grew most (at most SHARES_SHOWN, each by 0.1 point or more)."""
+    grown = sorted(((v, k) for k, v in changes.items() if v >= 0.05), reverse=True)[:SHARES_SHOWN]
+    return ", ".join(f"{k} {v:+.1f}" for v, k in grown) or "none"
+
+
 def _scaling_section(ev: Evaluation, plot: Path | None) -> list[str]:
     lines = [
         "## Scaling series",
@@ -238,8 +247,12 @@ def _scaling_section(ev: Evaluation, plot: Path | None) -> list[str]:
         "loses less per GPU than the run did, i.e. it under-charges scale.** Measured per-GPU throughput is the",
         "predicted one times the row's measured / predicted ratio, so rows measuring different quantities compare.",
         "",
-        "| series (model, GPU, source) | from | to | measured change | predicted change | gap (points) |",
-        "|---|---|---|---|---|---|",
+        "The last column says where the predicted loss went: the terms of the predicted step (`breakdown_s`) whose",
+        "share of the step grew most from the smaller size to the larger, in points of the step.",
+        "",
+        "| series (model, GPU, source) | from | to | measured change | predicted change | gap (points) | "
+        "predicted step shares that grew |",
+        "|---|---|---|---|---|---|---|",
     ]
     gaps = []
     for s in ev.series:
@@ -247,7 +260,7 @@ def _scaling_section(ev: Evaluation, plot: Path | None) -> list[str]:
             gaps.append(p.gap_points)
             lines.append(f"| {s.name}, {s.gpu}, {s.source} | {s.base_gpus} ({s.base_run}) | {p.gpus} ({p.run_id}) | "
                          f"{p.measured_change * 100:+.1f}% | {p.predicted_change * 100:+.1f}% | "
-                         f"{p.gap_points:+.1f} |")
+                         f"{p.gap_points:+.1f} | {_grown_shares(p.share_changes)} |")
     if gaps:
         lines += [
             "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.catalog import CatalogItems
@@ -32,6 +32,7 @@ class ValidationRow:
     network_wait_fraction: float = 0.0  # Result.network_wait_fraction: exposed communication / step
     framework: str = "auto"  # the scenario's training.framework ("auto" when it names none)
     tokens_per_s_per_gpu: float = 0.0  # predicted
+    step_shares: dict[str, float] = field(default_factory=dict)  # each breakdown_s term / the predicted step
 
     @property
     def error(self) -> float:
@@ -76,6 +77,18 @@ def _figure(result: Result, key: str) -> float:
     return float(value) if value is not None else float("nan")
 
 
+def _step_shares(result: Result) -> dict[str, float]:
+    """Each term of the predicted step as a share of it (``breakdown_s`` / ``step_time_s``; for a memory false
+    negative, of what it would reach with the memory it had, as :func:`_figure`)."""
+    figures: dict[str, Any] = ({"breakdown_s": result.breakdown_s, "step_time_s": result.step_time_s} if result.fits
+                               else dict(result.unconstrained or {}))
+    terms: dict[str, float] = figures.get("breakdown_s") or {}
+    step = figures.get("step_time_s")
+    if not step:
+        return {}
+    return {k: float(v) / float(step) for k, v in terms.items()}
+
+
 def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: CatalogItems | None = None) -> list[ValidationRow]:
     rows: list[ValidationRow] = []
     for run in runs if runs is not None else load_runs():
@@ -96,6 +109,7 @@ def validation_rows(runs: list[dict[str, Any]] | None = None, catalog: CatalogIt
                 network_wait_fraction=_figure(result, "network_wait_fraction"),
                 framework=str(run["scenario"].get("training", {}).get("framework") or "auto"),
                 tokens_per_s_per_gpu=_figure(result, "tokens_per_s_per_gpu"),
+                step_shares=_step_shares(result),
             )
         )
     return rows

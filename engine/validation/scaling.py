@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,8 @@ class ScalingPoint:
     gpus: int
     measured_change: float  # per-GPU throughput / that of the smallest size - 1
     predicted_change: float
+    # each predicted step term's share of the step at this size less its share at the smallest size, in points
+    share_changes: dict[str, float] = field(default_factory=dict)
 
     @property
     def gap_points(self) -> float:
@@ -75,12 +77,19 @@ def scaling_series(runs: Sequence[dict[str, Any]], rows: Sequence[ValidationRow]
         p0 = base.tokens_per_s_per_gpu
         points = tuple(
             ScalingPoint(row.run_id, row.gpus, row.tokens_per_s_per_gpu * row.throughput_ratio / m0 - 1.0,
-                         row.tokens_per_s_per_gpu / p0 - 1.0)
+                         row.tokens_per_s_per_gpu / p0 - 1.0, share_changes(base, row))
             for _, row in members[1:] if row.gpus > base.gpus
         )
         out.append(ScalingSeries(str(base_run["scenario"]["model"].get("name", base.run_id)), base.source_key,
                                  str(base_run["scenario"]["cluster"]["gpu"]), base.run_id, base.gpus, points))
     return sorted(out, key=lambda s: (s.source, s.name, s.gpu))
+
+
+def share_changes(base: ValidationRow, row: ValidationRow) -> dict[str, float]:
+    """Where the predicted step went between two sizes: each term's share of the step at ``row`` less its share
+    at ``base``, in percentage points (positive: that term takes more of the larger job's step)."""
+    keys = set(base.step_shares) | set(row.step_shares)
+    return {k: (row.step_shares.get(k, 0.0) - base.step_shares.get(k, 0.0)) * 100.0 for k in sorted(keys)}
 
 
 DIFFERENCE_COVERAGE = 0.8  # the share of the steps' change errors the difference band holds

@@ -98,8 +98,8 @@ def test_the_summary_counts_the_steps_within_three_points_of_the_table(ev, md) -
     """The count of size steps within the issue's 3 points is read back from the table's gap column, not from
     the code that wrote it."""
     section = md.split("## Scaling series", 1)[1].split("**Error on differences", 1)[0]
-    gaps = [float(line.rsplit("|", 2)[1]) for line in section.splitlines()
-            if line.startswith("| ") and line.rstrip().endswith("|") and re.search(r"\| [+-]\d+\.\d \|$", line)]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ") and "%" in line]
+    gaps = [float(cells[6]) for cells in rows if re.fullmatch(r" [+-]\d+\.\d ", cells[6])]
     assert len(gaps) == sum(len(s.points) for s in ev.series)
     within = sum(1 for g in gaps if abs(g) <= 3.0)
     assert f"; {within} of {len(gaps)} within 3 points (the target: all).**" in section
@@ -115,10 +115,11 @@ def test_scaling_change_by_hand() -> None:
             {"id": "other", "source": "arXiv 2000.00002", "scenario": big}]
     rows = [
         # measured 2.0 s, predicted 1.6 s at 1000 tokens/s/GPU: measured throughput 800
-        ValidationRow("s", runs[0]["source"], "step_time_s", 2.0, 1.6, {}, True, 0.5, gpus=8, tokens_per_s_per_gpu=1000.0),
+        ValidationRow("s", runs[0]["source"], "step_time_s", 2.0, 1.6, {}, True, 0.5, gpus=8, tokens_per_s_per_gpu=1000.0,
+                      step_shares={"compute": 0.9, "pp_bubble": 0.1}),
         # measured 600 tokens/s/GPU against 900 predicted
         ValidationRow("b", runs[1]["source"], "tokens_per_s_per_gpu", 600.0, 900.0, {}, True, 0.5, gpus=64,
-                      tokens_per_s_per_gpu=900.0),
+                      tokens_per_s_per_gpu=900.0, step_shares={"compute": 0.7, "pp_bubble": 0.2, "stragglers": 0.1}),
         ValidationRow("other", runs[2]["source"], "tokens_per_s_per_gpu", 1.0, 1.0, {}, True, 0.5, gpus=64,
                       tokens_per_s_per_gpu=1.0),
     ]
@@ -127,6 +128,20 @@ def test_scaling_change_by_hand() -> None:
     assert point.measured_change == pytest.approx(600.0 / 800.0 - 1.0)
     assert point.predicted_change == pytest.approx(900.0 / 1000.0 - 1.0)
     assert point.gap_points == pytest.approx(15.0)  # predicted -10%, measured -25%: scale under-charged
+    # where the predicted step went, in points of the step: compute 90 -> 70, bubble 10 -> 20, stragglers 0 -> 10
+    assert point.share_changes == pytest.approx({"compute": -20.0, "pp_bubble": 10.0, "stragglers": 10.0})
+
+
+def test_the_step_shares_of_a_row_add_up_to_its_step(ev, md) -> None:
+    """Each row's step_shares are its breakdown over its step (the breakdown adds up to the step), and the scaling
+    table names the terms that grew, largest first."""
+    for result in ev.sets:
+        for row in result.rows + result.loso:
+            assert sum(row.step_shares.values()) == pytest.approx(1.0, rel=1e-9), row.run_id
+    line = next(x for x in md.splitlines() if "(megascale-175b-megatronlm-1024) |" in x and x.startswith("| GPT"))
+    named = line.rstrip(" |").rsplit("|", 1)[1].split(", ")
+    values = [float(item.rsplit(" ", 1)[1]) for item in named]
+    assert values == sorted(values, reverse=True) and all(v > 0 for v in values)
 
 
 def test_residual_reads_every_row_as_throughput() -> None:
