@@ -138,6 +138,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.17.2": "5690195a38317e9c8d3fd9f72ea22424db2416d83600eefacdb7285c9a6ecdb8",
     # 2.17.3: no result changes: the validation report's scaling table says which predicted step terms grew
     "2.17.3": "9b846d232a359742c13777c8f79a4773c75117ca42a498bcec8d502cb836bf81",
+    # 2.18.0: each side of a layer bounds its hidden TP pair by its own backward GEMMs (the FFN side's include the
+    # shared experts, whose pair it hides; 2.17 bounded both sides together by the attention and dense-FFN GEMMs)
+    "2.18.0": "7d2739b52e6e27ca0f4e578b1d4ff989052bbed884231701dbcf795c3d9ba865",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

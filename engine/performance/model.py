@@ -109,7 +109,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     layer = layer_compute(ctx, lay, shape, attn, dense, moe)
     logits = logits_compute(ctx, lay, shape)
     # per-layer communication
-    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups, backward_gemm_s=tp_linear_backward_gemms(layer, dense, shape))
+    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups, backward_gemm_s=tp_linear_backward_gemms(layer, dense, moe, shape))
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s

@@ -156,11 +156,15 @@ def layer_compute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: Attentio
                         selective_recompute_s=sel, recompute_s=rc_s, total_s=fwd + bwd + rc_s)
 
 
-def tp_linear_backward_gemms(layer: LayerCompute, dense: DenseFfn, shape: LayoutShape) -> Seconds:
+def tp_linear_backward_gemms(layer: LayerCompute, dense: DenseFfn, moe: MoeFfn,
+                             shape: LayoutShape) -> tuple[Seconds, Seconds]:
     """The backward GEMMs (data and weight gradients: BWD_GEMM_FACTOR x the forward) of a layer's tensor-parallel
-    linears, the attention projections and the dense FFN (routed experts excluded: their collectives are the
-    dispatcher's) [s]: the window Megatron's asynchronous backward collectives run under (terms/tensor_parallel)."""
-    return BWD_GEMM_FACTOR * (layer.attention_gemms_s + dense_fraction(shape) * dense.gemm_s)
+    linears, per side [s]: the attention projections; the FFN side's dense FFN (dense layers) and shared experts
+    (MoE layers; routed experts excluded: their collectives are the dispatcher's). The windows Megatron's
+    asynchronous backward collectives of each side run beside (terms/tensor_parallel)."""
+    f = shape.moe_layer_fraction
+    return (BWD_GEMM_FACTOR * layer.attention_gemms_s,
+            BWD_GEMM_FACTOR * (dense_fraction(shape) * dense.gemm_s + f * moe.shared_s))
 
 
 def logits_compute(ctx: Context, lay: Layouts, shape: LayoutShape) -> LogitsCompute:

@@ -68,9 +68,10 @@ class TensorParallelComm:
 
 
 def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
-                         groups: GroupComm, backward_gemm_s: Seconds | None = None) -> TensorParallelComm:
-    """``backward_gemm_s``: the layer's backward GEMMs of its TP linears (data and weight gradients) [s], the window
-    the backward's collectives hide under (None: unbounded)."""
+                         groups: GroupComm,
+                         backward_gemm_s: tuple[Seconds, Seconds] | None = None) -> TensorParallelComm:
+    """``backward_gemm_s``: the backward GEMMs of the layer's TP linears (data and weight gradients) on its attention
+    side and on its FFN side [s], the windows each side's backward collectives hide beside (None: unbounded)."""
     f = shape.moe_layer_fraction
     zeros = np.zeros_like(lay.tp)
     act_bytes = shape.microbatch_tokens * ctx.hidden * BYTES_ACT
@@ -92,13 +93,18 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
         ffn = t_attn
     n_tp = TP_COLLECTIVES_PER_LAYER + np.where(lay.recompute >= RECOMPUTE_FULL, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
     per_side = n_tp / TP_SIDES
-    sides = t_attn + (1.0 - f) * t_attn + f * shared  # one pair on each side of the layer's TP linears
+    ffn_side = (1.0 - f) * t_attn + f * shared  # the FFN side's TP-linear pair (dense FFN, shared experts)
+    sides = t_attn + ffn_side  # one pair on each side of the layer's TP linears
     backward = prof.tp_backward_overlap & (lay.tp > 1)
     regather = np.where(backward & lay.sp, SP_INPUT_REGATHER_PAIRS, 0.0)
     hideable = (per_side + regather) * sides
-    under_backward = np.where(backward, BACKWARD_HIDDEN_PAIRS, 0.0) * sides
-    if backward_gemm_s is not None:  # a collective hides only under the GEMM it runs beside
-        under_backward = np.minimum(under_backward, backward_gemm_s)
+    hidden_pairs = np.where(backward, BACKWARD_HIDDEN_PAIRS, 0.0)
+    if backward_gemm_s is None:
+        under_backward = hidden_pairs * sides
+    else:  # a collective hides only beside the GEMM it runs with, side by side
+        attn_gemms, ffn_gemms = backward_gemm_s
+        under_backward = (np.minimum(hidden_pairs * t_attn, attn_gemms)
+                          + np.minimum(hidden_pairs * ffn_side, ffn_gemms))
     left = hideable - under_backward
     keep = 1.0 - prof.tp_overlap
     experts = per_side * f * ffn  # the dispatcher's pairs: one a side forward (two with full recompute), one backward

@@ -22,8 +22,8 @@ def _tp_at(doc, release: str | None, backward_gemm_s: float | None = None):
     ctx, lay, shape = build(doc)
     comm = LinearComm()
     prof = layout_profiles(ctx.framework, lay.tp, lay.pp, release)
-    return tensor_parallel_comm(ctx, lay, shape, prof, comm,
-                                None if backward_gemm_s is None else np.array([backward_gemm_s]))
+    window = None if backward_gemm_s is None else (np.array([backward_gemm_s]), np.array([backward_gemm_s]))
+    return tensor_parallel_comm(ctx, lay, shape, prof, comm, window)
 
 
 M_TOK, H = 4096.0, 4096.0  # Llama-2-7B, s 4096, b 1, c 1
@@ -60,8 +60,8 @@ def test_megatron_async_backward_hides_one_pair_a_side(recompute: str, count: fl
 
 
 def test_the_backward_hides_no_more_than_its_gemms_last() -> None:
-    """A backward window of half a pair hides half a pair; the rest of the two is exposed."""
-    tp = _tp_at(dense_doc(tp=8, sp=False, framework="megatron-core"), None, backward_gemm_s=0.5 * PAIR)
+    """Backward windows of a quarter pair on each side hide a quarter pair each; the rest of the two is exposed."""
+    tp = _tp_at(dense_doc(tp=8, sp=False, framework="megatron-core"), None, backward_gemm_s=0.25 * PAIR)
     assert tp.hidden_s[0] == pytest.approx(0.5 * PAIR, rel=1e-12)
     assert tp.exposed_s[0] == pytest.approx(3.5 * PAIR, rel=1e-12)
 
@@ -99,17 +99,19 @@ def test_allgather_dispatcher_gathers_over_tp_times_ep() -> None:
 def _step_tp(model: dict | None):
     ctx, lay, _ = build(dense_doc(tp=8, framework="megatron-core", model=model))
     terms = step_terms(ctx, lay)
-    window = 2.0 * (terms.layer.attention_gemms_s[0] + terms.dense_ffn.gemm_s[0])  # dgrad + wgrad of every TP linear
-    return terms.tensor_parallel, window
+    # dgrad + wgrad of each side's TP linears: the attention projections, the dense FFN
+    return terms.tensor_parallel, 2.0 * terms.layer.attention_gemms_s[0], 2.0 * terms.dense_ffn.gemm_s[0]
 
 
 def test_the_backward_hides_under_its_own_gemms_only() -> None:
-    """In the step model the hidden pair a side is capped by the backward GEMMs of the layer's TP linears: a 7B
-    layer's GEMMs outlast its two NVLink pairs; a 512-wide toy layer's do not, and then hide only what they last."""
-    tp, window = _step_tp(None)
-    assert window > 2.0 * tp.attention_pair_s[0]
-    assert tp.under_backward_gemms_s[0] == pytest.approx(2.0 * tp.attention_pair_s[0], rel=1e-12)
+    """In the step model each side's hidden pair is capped by that side's backward GEMMs: a 7B layer's GEMMs
+    outlast its NVLink pairs; a 512-wide toy layer's attention projections do not, and hide only what they last."""
+    tp, attn, ffn = _step_tp(None)
+    pair = tp.attention_pair_s[0]
+    assert min(attn, ffn) > pair
+    assert tp.under_backward_gemms_s[0] == pytest.approx(2.0 * pair, rel=1e-12)
     toy = {"name": "toy", "layers": 4, "hidden": 512, "heads": 8, "ffn_hidden": 2048, "vocab": 32000, "seq_len": 256}
-    tp, window = _step_tp(toy)
-    assert window < 2.0 * tp.attention_pair_s[0]
-    assert tp.under_backward_gemms_s[0] == pytest.approx(window, rel=1e-12)
+    tp, attn, ffn = _step_tp(toy)
+    pair = tp.attention_pair_s[0]
+    assert attn < pair
+    assert tp.under_backward_gemms_s[0] == pytest.approx(attn + min(pair, ffn), rel=1e-12)
