@@ -141,6 +141,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.18.0: each side of a layer bounds its hidden TP pair by its own backward GEMMs (the FFN side's include the
     # shared experts, whose pair it hides; 2.17 bounded both sides together by the attention and dense-FFN GEMMs)
     "2.18.0": "7d2739b52e6e27ca0f4e578b1d4ff989052bbed884231701dbcf795c3d9ba865",
+    # 2.19.0: Megatron-Core (and NeMo) before the distributed optimizer (d07d29df14, 2022-06) run ZeRO-0 only: a named
+    # earlier release refuses training.zero > 0 and its searches keep ZeRO-0
+    "2.19.0": "84e2b4aefb6020fc491d9b0d4989eeaf8a418c5566ac5f401ce881a23e7b2c1b",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

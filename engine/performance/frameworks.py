@@ -128,11 +128,12 @@ class FrameworkProfile:
 # column-parallel backward (2021-09 record below); no userbuffer share (tp_overlap 0: --tp-comm-overlap, e19dcb6ae9
 # 2023-10, defaults off); buckets of max(40M, 1M x dp) parameters, 40M
 # used; one reduce-scatter per step. Before 2021-02: no virtual stages; DP gradient reduction after the backward;
-# ZeRO-1/2 = the distributed optimizer's cost; no ZeRO-3.
+# no ZeRO (gradients all-reduced, optimizer states replicated) until the distributed optimizer of 2022-06, whose cost
+# ZeRO-1/2 then take; no ZeRO-3.
 _MEGATRON_2019 = FrameworkProfile(
     name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=40e6, zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0,
-    pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=2, interleaved_pipeline=False)
+    pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=0, interleaved_pipeline=False)
 MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _MEGATRON_2019,
     # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...). The
@@ -148,8 +149,11 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # LinearWithGradAccumulationAndAsyncCommunication) re-gather the input under the data-gradient GEMM and
     # reduce-scatter the input gradient under the weight-gradient GEMM the same way
     _m21b := dataclasses.replace(_m21, since="2021-09", tp_backward_overlap=True),
+    # d07d29df14 (2022-06-08, merge of 'lmcafee/distrib-opt-nodupe'): --use-distributed-optimizer, the first
+    # optimizer-state sharding in Megatron-LM (its parent 55ba1f7b96 has no such argument): ZeRO-1/2 from here
+    _m22 := dataclasses.replace(_m21b, since="2022-06", max_zero=2),
     # f9283c5a8a (2023-05-31) "Add option to overlap p2p communication" (on with virtual stages)
-    _m23a := dataclasses.replace(_m21b, since="2023-05", pp_overlap=True),
+    _m23a := dataclasses.replace(_m22, since="2023-05", pp_overlap=True),
     # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"
     _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
     # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)

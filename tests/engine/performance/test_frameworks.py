@@ -135,7 +135,9 @@ def test_auto_searches_leave_out_what_the_framework_cannot_run() -> None:
     assert 3.0 in candidate_layouts(no_pipeline).zero.tolist()
     doc["training"]["framework"] = "megatron-core"
     lay = candidate_layouts(parse_scenario(doc))
-    assert set(lay.vpp.tolist()) > {1.0} and max(lay.zero.tolist()) == 2.0
+    assert set(lay.vpp.tolist()) > {1.0} and max(lay.zero.tolist()) == 0.0  # no distributed optimizer until 2022-06
+    doc["training"]["framework_release"] = "2022-06"
+    assert max(candidate_layouts(parse_scenario(doc)).zero.tolist()) == 2.0
 
 
 def test_megatron_interleaves_two_stages_only_from_2024_05() -> None:
@@ -266,3 +268,16 @@ def test_megatron_hides_tp_collectives_under_the_backward_from_september_2021() 
     assert all(p.tp_overlap == 0.0 for p in RELEASES[Framework.MEGATRON_CORE])
     assert not any(p.tp_backward_overlap for p in RELEASES[Framework.NEMO])
     assert all(p.tp_overlap == 0.6 for p in RELEASES[Framework.NEMO])
+
+
+def test_megatron_shards_no_optimizer_state_before_its_distributed_optimizer() -> None:
+    """--use-distributed-optimizer arrived with merge d07d29df14 (2022-06-08); before it Megatron-LM all-reduced
+    gradients and replicated optimizer states, so ZeRO-1 is refused naming training.zero and the search keeps ZeRO-0."""
+    assert [profile_at("megatron-core", m).max_zero for m in ("2021-04", "2022-05", "2022-06")] == [0, 0, 2]
+    with pytest.raises(ScenarioError) as err:
+        predict(dense_doc(tp=8, gpus=64, zero=1, framework="megatron-core", framework_release="2022-05"))
+    assert err.value.field == "training.zero" and "distributed optimizer from 2022-06" in str(err.value)
+    assert predict(dense_doc(tp=8, gpus=64, zero=1, framework="megatron-core", framework_release="2022-06")).fits
+    searched = dense_doc(tp=8, gpus=64, framework="megatron-core", framework_release="2021-04")
+    searched["training"]["zero"] = "auto"
+    assert predict(searched).parallelism["zero"] == 0
