@@ -144,6 +144,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.19.0: Megatron-Core (and NeMo) before the distributed optimizer (d07d29df14, 2022-06) run ZeRO-0 only: a named
     # earlier release refuses training.zero > 0 and its searches keep ZeRO-0
     "2.19.0": "84e2b4aefb6020fc491d9b0d4989eeaf8a418c5566ac5f401ce881a23e7b2c1b",
+    # 2.19.1: no result changes: the backward window less TP's GEMMs computed once in model.py, the refit's unused
+    # row filter removed, long lines reflowed
+    "2.19.1": "7759bbeff6e794374dc1389f84f800b3d8bc8f9d08b4a74941e9aecce5c8b2d4",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -84,7 +84,8 @@ class FrameworkProfile:
     """What one training stack overlaps and how it shards (documented defaults; sources in the module doc)."""
 
     name: str
-    tp_overlap: float  # share of the TP collective time left after tp_backward_overlap hidden behind GEMMs (userbuffers)
+    # share of the TP collective time left after tp_backward_overlap that is hidden behind GEMMs (userbuffers)
+    tp_overlap: float
     grad_overlap: bool  # DP gradient reduction overlapped with backward
     param_overlap: bool  # DP parameter all-gather overlapped with forward
     bucket_params: float  # parameters per DP bucket (the last one is always exposed)

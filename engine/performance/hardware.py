@@ -29,7 +29,8 @@ from engine.units import GIGA, TERA
 #     0.82 and 0.64 of the short-benchmark ceiling. Set beside a TP overlap share that engine 2.17.0 replaced by
 #     Megatron's own asynchronous backward (frameworks.py) and left as set rather than fitted to rows again (they
 #     wait for a component replacement): solved on their rows alone now they would be 0.72 / 0.51 / 0.48 (fp8);
-#     leave-one-source-out refits them per held-out source either way (engine/validation/refit.py). Blackwell: Hopper's values (same power-limited regime),
+#     leave-one-source-out refits them per held-out source either way (engine/validation/refit.py).
+#     Blackwell: Hopper's values (same power-limited regime),
 #     checked - not fitted - against 8 published DGX-B200 rows (tests/data/blackwell_runs.json, NeMo 25.02 and
 #     Megatron-Bridge 25.11): no common-sign bias (mean -6%), so no separate set (docs/performance-model.md s.12).
 # gemm_eff_fp8: fraction of dense fp8 peak; fp8 GEMMs reach a lower fraction of their (2x) peak than bf16

@@ -93,8 +93,9 @@ RULES: tuple[LayoutRule, ...] = (
         field="training.zero", columns=frozenset({"zero"}), named_only=True,
         binds=lambda f: f.max_zero < 3,
         runs=lambda f, s, c: np.asarray(c["zero"] <= f.max_zero),
-        why=lambda f: f"does not implement this ZeRO stage (it runs up to ZeRO-{f.max_zero}; ZeRO-1/2: Megatron-LM's "
-                      "distributed optimizer from 2022-06; ZeRO-3: DeepSpeed from 2021-03, Megatron-Core from 2024-11)"),
+        why=lambda f: f"does not implement this ZeRO stage (it runs up to ZeRO-{f.max_zero}; ZeRO-1/2: "
+                      "Megatron-LM's distributed optimizer from 2022-06; ZeRO-3: DeepSpeed from 2021-03, "
+                      "Megatron-Core from 2024-11)"),
     _zero_beside("pp", "pipeline", lambda f: f.max_zero_with_pp, "pp 1"),
     _zero_beside("ep", "expert", lambda f: f.max_zero_with_ep, "ep 1, or a release from 2025-02 (Megatron-FSDP)"),
 )

@@ -109,7 +109,8 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     layer = layer_compute(ctx, lay, shape, attn, dense, moe)
     logits = logits_compute(ctx, lay, shape)
     # per-layer communication
-    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups, backward_gemm_s=tp_linear_backward_gemms(layer, dense, moe, shape))
+    tp = tensor_parallel_comm(ctx, lay, shape, prof, groups,
+                              backward_gemm_s=tp_linear_backward_gemms(layer, dense, moe, shape))
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s
@@ -122,16 +123,15 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     # the compute). The windows DP traffic runs under: each pass's compute (the backward's less those GEMMs) and the
     # per-layer communication exposed in it (TP's as its term splits it, CP's and EP's half each way).
     other_comm = FORWARD_COMM_SHARE * (cp.exposed_s + ep.exposed_s)
-    tp_bwd = tp.backward_exposed_s - tp.under_backward_gemms_s
+    bwd_free = np.maximum(layer.backward_s + layer.recompute_s - tp.under_backward_gemms_s, 0.0)
     fwd_window = stage.per_microbatch(ctx, layer.forward_s + (tp.exposed_s - tp.backward_exposed_s) + other_comm)
-    bwd_window = stage.per_microbatch(ctx, np.maximum(layer.backward_s + layer.recompute_s + tp_bwd + other_comm, 0.0))
+    bwd_window = stage.per_microbatch(ctx, bwd_free + tp.backward_exposed_s + other_comm)
     window = np.maximum(stage.compute_s - stage.per_microbatch(ctx, tp.under_backward_gemms_s), 0.0)
     dp = data_parallel_sync(lay, shape, prof, groups, params.total_params, fwd_window, bwd_window,
                             step_compute_s=shape.microbatch_count * window,
                             expert_params=params.expert_params)
     zero2 = zero2_traffic(prof, dp.grad_reduction_s, dp.reduces_per_microbatch, dp.bucket_fraction,
-                          stage.per_microbatch(ctx, np.maximum(layer.backward_s + layer.recompute_s
-                                                               - tp.under_backward_gemms_s, 0.0)))
+                          stage.per_microbatch(ctx, bwd_free))
     zero3 = zero3_traffic(lay, shape, prof, groups, params.layer_params, params.vocab_params, window,
                           parameter_tensors(ctx, lay))
     # one micro-batch on the shared timeline, then the step

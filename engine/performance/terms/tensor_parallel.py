@@ -10,9 +10,10 @@ the layer's backward GEMMs last; Transformer Engine's userbuffer overlap (NeMo) 
 the rest. The forward's collectives (and a full recomputation's) are exposed otherwise. MoE layers with TP:
 experts are tensor-parallel over the same ranks (Megatron-Core's expert tensor parallelism defaults to the TP
 size), so the FFN-side pair carries every routed copy of the token (top_k) plus the shared experts' input; those
-are the token dispatcher's own NCCL calls, not Transformer Engine linear layers, so TP overlap cannot hide them. All-gather dispatcher (Megatron-Core
-MoEAllGatherTokenDispatcher): one AG + RS pair (an all-reduce's cost) of the [S B e, h] hidden states over the
-t e contiguous ranks per direction, never overlapped; counted here when e = 1 and as expert traffic otherwise.
+are the token dispatcher's own NCCL calls, not Transformer Engine linear layers, so TP overlap cannot hide them.
+All-gather dispatcher (Megatron-Core MoEAllGatherTokenDispatcher): one AG + RS pair (an all-reduce's cost) of the
+[S B e, h] hidden states over the t e contiguous ranks per direction, never overlapped; counted here when e = 1 and
+as expert traffic otherwise.
 
 MoE parallel folding (``parallelism.etp`` != t, Megatron-Core --expert-tensor-parallel-size): the routed copies'
 pair runs over the etp expert-TP group (etp / t of the attention TP group's tokens: :func:`folded_expert_pair`),
@@ -64,7 +65,7 @@ class TensorParallelComm:
     hidden_s: Seconds  # what the framework hides (under the backward GEMMs, then its tp_overlap share)
     exposed_s: Seconds  # after the framework's overlap
     backward_exposed_s: Seconds  # the part of exposed_s in the backward pass (the rest is the forward's)
-    under_backward_gemms_s: Seconds  # of hidden_s, what runs beside the backward GEMMs (tp_backward_overlap), using them
+    under_backward_gemms_s: Seconds  # of hidden_s, what runs beside (and uses) the backward GEMMs (tp_backward_overlap)
 
 
 def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
