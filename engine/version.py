@@ -147,6 +147,12 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.19.1: no result changes: the backward window less TP's GEMMs computed once in model.py, the refit's unused
     # row filter removed, long lines reflowed
     "2.19.1": "7759bbeff6e794374dc1389f84f800b3d8bc8f9d08b4a74941e9aecce5c8b2d4",
+    # 2.20.0: the output layer and loss run on the last pipeline rank beside its whole layers (terms/pipeline.
+    # last_rank_layers): the best whole-layer split where the stack can give that rank fewer layers, every rank L / p
+    # layers plus the output layer on the last where it splits evenly (Megatron-LM before fa8bb5921b, 2024-09;
+    # FrameworkProfile.uneven_pipeline_split), replacing the even share of layers + logits that no split reaches.
+    # Also (no result change): the order statistic's inverse normal CDF taken once per distinct rank count
+    "2.20.0": "9157d9fa690ae5c0db629351cdaf94e541720c45519e4c015bf3995741f51607",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

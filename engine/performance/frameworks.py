@@ -11,8 +11,9 @@ the commit or PR that dates it); ``training.framework_release`` (YYYY-MM) select
 (``zero3_gather``, buckets), whether DP and p2p communication overlap, which layouts the stack implements
 (``interleaved_pipeline`` and what its schedule asserts, ``interleaved_min_pp`` and ``interleaved_microbatch_multiple``;
 ``max_zero``, ``max_zero_with_pp`` and ``max_zero_with_ep``: refused naming the field, left out of "auto" searches by
-the rule table in layout_rules.py) and which NCCL algorithms existed (``nccl_algorithms``, from NCCL's release
-dates). docs/performance-model.md s.3b.
+the rule table in layout_rules.py), whether its pipeline split can give ranks unequal layer counts
+(``uneven_pipeline_split``, terms/pipeline.py) and which NCCL algorithms existed (``nccl_algorithms``, from NCCL's
+release dates). docs/performance-model.md s.3b.
 
 Sources (documented defaults):
 
@@ -112,6 +113,9 @@ class FrameworkProfile:
     max_zero_with_pp: int = 3  # highest ZeRO stage with pipeline stages (pp > 1); a higher one is refused likewise
     max_zero_with_ep: int = 3  # highest ZeRO stage with expert parallelism (ep > 1); likewise
     te_attention: bool = False  # attention runs in Transformer Engine's DotProductAttention (default_attention)
+    # the pipeline split may give ranks different numbers of layers (the last one fewer, beside the output layer):
+    # terms/pipeline.bottleneck_stage; without it every rank holds L / p layers and the last one the output layer too
+    uneven_pipeline_split: bool = True
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -134,7 +138,8 @@ class FrameworkProfile:
 _MEGATRON_2019 = FrameworkProfile(
     name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=40e6, zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0,
-    pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=0, interleaved_pipeline=False)
+    pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=0, interleaved_pipeline=False,
+    uneven_pipeline_split=False)
 MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _MEGATRON_2019,
     # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...). The
@@ -166,10 +171,14 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     # 3ee489d9ea (2024-05-31) "Enable virtual pipelining and P2P communication overlap at PP=2" (pp > 1 with
     # overlap_p2p_comm, on by default)
     _m24 := dataclasses.replace(_m24a, since="2024-05", interleaved_min_pp=2),
+    # fa8bb5921b (2024-09-05, ADLR/megatron-lm!1881 "Uneven Pipeline Parallelism"): --decoder-first-pipeline-num-layers
+    # and --decoder-last-pipeline-num-layers; before it the split asserts num_layers divisible by pp (x vpp) and
+    # gives every rank L / p layers, so the last rank also runs the output layer and the loss on top of them
+    _m24c := dataclasses.replace(_m24, since="2024-09", uneven_pipeline_split=True),
     # e1993fa6f7 (2024-11-13) "Add support for PyTorch FSDP-2" (ZeRO-3 through fully_shard: one gather per layer).
     # Its arguments.py asserts "--use-torch-fsdp2 is not supported with pipeline parallelism" and "... with expert
     # parallelism" (still so for that flag): ZeRO-3 with pp = 1 and ep = 1 only
-    _m24b := dataclasses.replace(_m24, since="2024-11", max_zero=3, max_zero_with_pp=2, max_zero_with_ep=2),
+    _m24b := dataclasses.replace(_m24c, since="2024-11", max_zero=3, max_zero_with_pp=2, max_zero_with_ep=2),
     # d165a8548b (2025-02-26) "MCore Customized FSDP" (--use-custom-fsdp, later Megatron-FSDP): gathers per layer
     # likewise; its arguments.py asserts only the distributed optimizer, so ZeRO-3 runs beside PP and EP
     dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
@@ -186,7 +195,9 @@ NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6
 # deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused. It runs ZeRO-0/1 only:
 # PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (fbece50b2, 2021-04-19, PR
 # #980, still in deepspeed/runtime/pipe/engine.py in 2025; the assertion made an unsupported combination explicit,
-# so every date takes it).
+# so every date takes it). Its PipelineModule splits by partition_method ('parameters' by default, 'uniform',
+# 'type:<regex>') from the pipeline engine's first commit (65c2f974d, 2020-09-09, PR #392): stages of unequal layer
+# counts at every date (BLOOM's 'type:transformer|embedding' gave the end ranks one layer fewer).
 _DEEPSPEED_2020 = FrameworkProfile(
     name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=5e8, zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0,
@@ -293,6 +304,7 @@ class LayoutProfiles:
     zero3_per_tensor: BoolArr  # one synchronous collective per parameter tensor (FrameworkProfile.zero3_gather)
     zero3_gather_bucket_params: Count
     zero3_reduce_bucket_params: Count
+    uneven_pipeline_split: BoolArr
 
 
 def runs_on_megatron(tp: Arr, pp: Arr) -> BoolArr:

@@ -114,7 +114,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s
-    stage = bottleneck_stage(ctx, lay, shape, layer.total_s, comm_layer, logits.total_s)
+    stage = bottleneck_stage(ctx, lay, shape, layer.total_s, comm_layer, logits.total_s, prof.uneven_pipeline_split)
     pp = pipeline_comm(ctx, lay, shape, prof, groups)
     # data parallelism and ZeRO
     params = gpu_params(ctx, lay, shape)

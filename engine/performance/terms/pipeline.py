@@ -1,7 +1,8 @@
 """Pipeline parallelism: the bottleneck stage, point-to-point transfers between stages, and the bubble.
 
-The slowest stage holds ceil(L/(p v)) v layers, or the even share of all layers + logits when the framework
-balances the output layer by giving the last stage fewer layers (Llama 3 did); the larger of the two is used.
+The output layer and the loss run on the last stage, beside its whole layers; the slowest stage paces the schedule:
+every stage ceil(L/(p v)) v layers and the last one the output layer too where the stack splits evenly, the best
+whole-layer split where it can give the last stage fewer layers (Megatron-LM from 2024-09, DeepSpeed, Llama 3).
 1F1B / interleaved 1F1B: the bubble is (p-1)/v micro-batch slots (Narayanan et al. 2021). Megatron
 scatter/gather: each TP rank sends 1/t of the activation, then all-gathers it over NVLink.
 docs/performance-model.md s.2, s.3, s.5.
@@ -17,7 +18,7 @@ from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.groups import GroupComm
-from engine.performance.terms.shape import LayoutShape
+from engine.performance.terms.shape import LayoutShape, edge_stage_layers, edges_in_split
 from engine.units import TINY, Arr, BoolArr, Bytes, Ratio, Seconds
 
 # Per virtual stage and micro-batch: the activation forward and its gradient backward.
@@ -45,11 +46,42 @@ class PipelineComm:
     on_nic: BoolArr  # stage neighbours in different NVLink domains
 
 
+def last_rank_layers(ctx: Context, lay: Layouts, shape: LayoutShape, logits_layers: Arr, uneven: BoolArr) -> Arr:
+    """The bottleneck pipeline rank's work per micro-batch in layers, with the output layer (and loss) on the last
+    rank as ``logits_layers`` layers' worth: no stack splits the output layer across stages, so the last rank holds
+    whole layers and all of it.
+
+    * embedding and loss in the split (``parallelism.embedding_loss_in_split``): the last rank holds v chunks less
+      the loss's place, plus the output layer; a middle rank v full chunks: max(C v, C v - 1 + g).
+    * a stack that splits evenly (``uneven``: False; Megatron-LM before 2024-09): every rank C v layers, the last
+      one the output layer too: C v + g.
+    * a stack that can give the last rank fewer layers: the best whole-layer split. With n layers per chunk on the
+      other p - 1 ranks the last holds K = max(0, L - n (p - 1) v), so the rank that binds takes
+      max(K + g, n v); both sides are linear in n, so the best n is one of the two integers around the crossing
+      n* = (L + g) / (p v). Never less than the even share (L + g) / p.
+    Without a pipeline: the whole model, L + g."""
+    p, v, big_l = lay.pp, lay.vpp, float(ctx.layers)
+    g = logits_layers
+    full = shape.stage_layers  # C v (at p = 2 with the edges in the split: both ranks are edge ranks, C v - 1)
+    if edges_in_split(ctx):
+        split = np.maximum(full, edge_stage_layers(ctx, lay) + g)
+    else:
+        n1 = np.floor((big_l + g) / (p * v))
+        best = np.full_like(g, np.inf)
+        for n in (n1, n1 + 1.0):
+            rest = np.maximum(0.0, big_l - n * (p - 1.0) * v)
+            best = np.minimum(best, np.maximum(rest + g, n * v))
+        split = np.where(uneven, best, full + g)
+    return np.where(p > 1, split, big_l + g)
+
+
 def bottleneck_stage(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: Seconds, comm_layer_s: Seconds,
-                     logits_s: Seconds) -> BottleneckStage:
+                     logits_s: Seconds, uneven: BoolArr) -> BottleneckStage:
+    """The pipeline rank that paces the schedule (:func:`last_rank_layers`) and its share of the model's time."""
     layer_all = layer_total_s + comm_layer_s
     model_time = ctx.layers * layer_all + logits_s
-    stage_time = np.maximum(shape.stage_layers * layer_all, model_time / lay.pp)
+    g = logits_s / np.maximum(layer_all, TINY)
+    stage_time = np.maximum(last_rank_layers(ctx, lay, shape, g, uneven) * layer_all, model_time / lay.pp)
     share = stage_time / np.maximum(model_time, TINY)
     return BottleneckStage(model_fraction=share, compute_s=share * (ctx.layers * layer_total_s + logits_s))
 

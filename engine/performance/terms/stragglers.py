@@ -31,6 +31,7 @@ stragglers and network jitter diagnosed per rank by collective timing).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -48,11 +49,21 @@ _NORMAL = NormalDist()
 
 
 def expected_max_z(n: Arr | float) -> Arr:
-    """E[max of n iid standard normals] by Blom's formula (0 for n = 1)."""
+    """E[max of n iid standard normals] by Blom's formula (0 for n = 1).
+
+    A sweep holds many layouts but few distinct rank counts: the inverse normal CDF is taken once per distinct
+    count (np.unique) and spread back, so the cost does not grow with the number of layouts."""
     n_a = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    inv = np.frompyfunc(lambda p: _NORMAL.inv_cdf(p), 1, 1)
-    z = np.asarray(inv((n_a - BLOM_ALPHA) / (n_a + BLOM_DENOMINATOR_OFFSET)), dtype=np.float64)
-    return np.where(n_a <= 1.0, 0.0, z)
+    counts, where = np.unique(n_a, return_inverse=True)
+    z = np.array([_blom_max_z(float(c)) for c in counts], dtype=np.float64)
+    return z[where].reshape(n_a.shape)
+
+
+@lru_cache(maxsize=4096)
+def _blom_max_z(n: float) -> float:
+    if n <= 1.0:
+        return 0.0
+    return _NORMAL.inv_cdf((n - BLOM_ALPHA) / (n + BLOM_DENOMINATOR_OFFSET))
 
 
 def straggler_time(compute_s: Arr, ranks: Arr | float, cv: float = COMPUTE_CV) -> Arr:

@@ -26,6 +26,7 @@ from engine.performance.frameworks import (
     profile_at,
 )
 from engine.schema.enums import Framework
+from tests.engine._scenarios import LLAMA_7B
 from tests.engine.performance._build import build, dense_doc, moe_doc
 
 
@@ -152,6 +153,22 @@ def test_megatron_interleaves_two_stages_only_from_2024_05() -> None:
     lay = candidate_layouts(parse_scenario(dense_doc(tp=4, pp=2, vpp=2, framework="megatron-core",
                                                      framework_release="2024-06")))
     assert set(lay.vpp.tolist()) == {2.0}
+
+
+def test_megatron_splits_the_pipeline_evenly_before_2024_09_and_deepspeed_never_must() -> None:
+    """Megatron-LM's uneven pipeline split arrived with fa8bb5921b (2024-09-05, --decoder-last-pipeline-num-layers);
+    DeepSpeed's PipelineModule had partition_method from its first commit (65c2f974d, 2020-09). The rule reaches the
+    step: with a 128K vocabulary (an output layer worth about two layers) the same layout on Megatron-LM of 2024-08 is
+    slower than on 2024-10, whose split gives the last rank fewer layers."""
+    assert [profile_at("megatron-core", m).uneven_pipeline_split for m in ("2023-01", "2024-08", "2024-09")] == [
+        False, False, True]
+    assert profile_at("nemo", "2024-07").uneven_pipeline_split is False and PROFILES["nemo"].uneven_pipeline_split
+    assert all(p.uneven_pipeline_split for p in RELEASES["deepspeed"])
+    doc = dense_doc(tp=8, pp=4, gpus=64, gb=64, framework="megatron-core", model=dict(LLAMA_7B, vocab=128256))
+    old = predict(dict(doc, training=dict(doc["training"], framework_release="2024-08")))
+    new = predict(dict(doc, training=dict(doc["training"], framework_release="2024-10")))
+    assert old.step_time_s is not None and new.step_time_s is not None
+    assert old.step_time_s > new.step_time_s
 
 
 def test_interleaving_needs_microbatches_per_step_a_multiple_of_pp() -> None:

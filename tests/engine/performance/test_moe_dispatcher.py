@@ -87,13 +87,14 @@ def test_allgather_traffic_grows_with_the_expert_parallel_degree_across_nodes() 
 def test_allgather_dispatch_is_never_hidden_by_ep_overlap() -> None:
     """Megatron-Core overlaps expert-parallel communication only for the all-to-all dispatcher: with the
     overlap the `auto` profile assumes, the all-to-all shrinks in the pipeline steady state, the all-gather
-    does not."""
+    does not. (Equal per layer; per step up to the bottleneck rank's share of the model, which moves by a hair with
+    the other per-layer communication: its last rank holds the output layer beside its whole layers.)"""
     doc = _moe(ep=4, pp=2)
 
     def ep_comm(dispatcher: str, framework: str) -> float:
         return _run(doc, dispatcher, training__framework=framework).breakdown_s["ep_comm"]
 
-    assert ep_comm("allgather", "auto") == pytest.approx(ep_comm("allgather", "megatron-core"), rel=1e-9)
+    assert ep_comm("allgather", "auto") == pytest.approx(ep_comm("allgather", "megatron-core"), rel=1e-3)
     assert ep_comm("alltoall", "auto") < ep_comm("alltoall", "megatron-core")
 
 

@@ -11,17 +11,64 @@ from tests.engine._scenarios import LLAMA_7B
 from tests.engine.performance._build import BW, LinearComm, build, dense_doc
 
 
+def _stage(doc: dict, logits_s: float, uneven: bool, layer_s: float = 1.0) -> float:
+    """The bottleneck stage's share of the model's time per micro-batch (layer 1 s, comm 0 s)."""
+    ctx, lay, shape = build(doc)
+    stage = bottleneck_stage(ctx, lay, shape, np.array([layer_s]), np.array([0.0]), np.array([logits_s]),
+                             np.array([uneven]))
+    return float(stage.model_fraction[0])
+
+
 def test_stage_of_whole_layers_is_the_bottleneck_when_layers_do_not_split_evenly() -> None:
     """30 layers over p = 4: the bottleneck rank holds ceil(30/4) = 8 layers, 8 x 1.5 = 12 of the model's 45 s of
-    layer time (more than the even share 45/4); with large logits the even share (45 + 15)/4 = 15 binds instead."""
+    layer time (more than the even share 45/4); with logits worth 10 layers (15 s) the best whole-layer split gives
+    the last rank no layer: 10 + 10 + 10 + (0 + 10), 15 of the model's 60 s."""
     ctx, lay, shape = build(dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=30)))
     assert shape.stage_layers[0] == 8
-    stage = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([0.0]))
+    uneven = np.array([True])
+    stage = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([0.0]), uneven)
     assert stage.model_fraction[0] == pytest.approx(12.0 / 45.0, rel=1e-12)
     assert stage.compute_s[0] == pytest.approx(12.0 / 45.0 * 30.0, rel=1e-12)
-    heavy = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([15.0]))
+    heavy = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([15.0]), uneven)
     assert heavy.model_fraction[0] == pytest.approx(0.25, rel=1e-12)
     assert heavy.compute_s[0] == pytest.approx(0.25 * (30.0 + 15.0), rel=1e-12)
+
+
+def test_output_layer_runs_on_the_last_rank_beside_its_layers_when_the_split_is_even() -> None:
+    """Megatron-LM before its uneven split (2024-09): 32 layers over p = 4, every rank 8 layers, the last one the
+    output layer (0.5 s) too: 8.5 of the model's 32.5 s (not the even share 32.5 / 4 = 8.125)."""
+    doc = dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=32))
+    assert _stage(doc, 0.5, uneven=False) == pytest.approx(8.5 / 32.5, rel=1e-12)
+
+
+def test_best_whole_layer_split_sheds_layers_from_the_last_rank() -> None:
+    """A stack that can split unevenly, 32 layers over p = 4, output layer worth 2 layers: 9 + 9 + 9 + (5 + 2), so the
+    slowest rank holds 9 of the model's 34 layers' worth (no whole-layer split reaches the even share 8.5)."""
+    doc = dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=32))
+    assert _stage(doc, 2.0, uneven=True) == pytest.approx(9.0 / 34.0, rel=1e-12)
+    # the even split carries all of it: 8 + 2
+    assert _stage(doc, 2.0, uneven=False) == pytest.approx(10.0 / 34.0, rel=1e-12)
+
+
+def test_interleaved_split_sheds_whole_chunks_only() -> None:
+    """80 layers, p = 8, v = 5 (2 layers per virtual stage), output layer worth 1.1 layers: the other ranks keep 2 per
+    chunk (10 layers), the last holds 80 - 70 = 10 and the output layer: 11.1 of 81.1; with 3 per chunk the others
+    would hold 15. The even share 81.1 / 8 = 10.14 is out of reach."""
+    doc = dense_doc(pp=8, tp=8, vpp=5, gpus=64 * 8, gb=64, model=dict(LLAMA_7B, layers=80))
+    assert _stage(doc, 1.1, uneven=True) == pytest.approx(11.1 / 81.1, rel=1e-12)
+
+
+def test_embedding_and_loss_in_the_split_leave_the_last_rank_one_layer_less() -> None:
+    """30 layers + 2 places over p = 4: 8 places a rank, the last one 7 layers and the output layer. Worth 0.5 layers
+    it does not bind (a middle rank's 8 layers do); worth 3 it does: 7 + 3 = 10 of 33."""
+    doc = dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=30))
+    doc["parallelism"]["embedding_loss_in_split"] = True
+    assert _stage(doc, 0.5, uneven=True) == pytest.approx(8.0 / 30.5, rel=1e-12)
+    assert _stage(doc, 3.0, uneven=True) == pytest.approx(10.0 / 33.0, rel=1e-12)
+
+
+def test_without_a_pipeline_the_rank_holds_the_whole_model() -> None:
+    assert _stage(dense_doc(pp=1, tp=8, gpus=64, gb=64), 3.0, uneven=False) == pytest.approx(1.0, rel=1e-12)
 
 
 def test_send_recv_per_microbatch_is_two_transfers_per_virtual_stage() -> None:
