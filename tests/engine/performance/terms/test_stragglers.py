@@ -30,3 +30,14 @@ def test_network_jitter_is_exposed_time_times_cv_times_expected_max() -> None:
     # one rank waits for nobody; more ranks wait longer
     assert float(network_straggler_time(np.array([1.0]), 1.0)[0]) == 0.0
     assert network_straggler_time(np.array([1.0]), 1024.0)[0] > network_straggler_time(np.array([1.0]), 8.0)[0]
+
+
+def test_a_sweep_gets_each_layouts_own_expected_maximum_in_its_shape() -> None:
+    """The inverse CDF is taken once per distinct rank count and spread back: every element equals Blom's value for
+    its own count (0 for one rank, counts below one clamp to one), in the array's shape."""
+    counts = np.array([[1.0, 8.0, 0.5], [1024.0, 8.0, 2.0]])
+    z = expected_max_z(counts)
+    assert z.shape == counts.shape
+    for got, n in zip(z.ravel(), counts.ravel(), strict=True):
+        want = 0.0 if n <= 1.0 else NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
