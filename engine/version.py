@@ -153,6 +153,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # FrameworkProfile.uneven_pipeline_split), replacing the even share of layers + logits that no split reaches.
     # Also (no result change): the order statistic's inverse normal CDF taken once per distinct rank count
     "2.20.0": "9157d9fa690ae5c0db629351cdaf94e541720c45519e4c015bf3995741f51607",
+    # 2.20.1 (no result change): bottleneck_stage drops its floor at the even share (last_rank_layers is never below
+    # it: whole layers summing to L + g over p ranks); refit.calibration_rows reflowed. docs/validation.md identical.
+    "2.20.1": "3e87c90fd27d7d5b0045700d74984b554ebf2f9978960ee9d8fdc091b2284e7a",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

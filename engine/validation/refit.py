@@ -57,14 +57,12 @@ def _precision(run: dict[str, Any]) -> str:
 
 
 def calibration_rows(runs: Sequence[dict[str, Any]], sources: Sequence[str], *, family: str | None = None,
-                     precision: str | None = None
-                     ) -> list[dict[str, Any]]:
+                     precision: str | None = None) -> list[dict[str, Any]]:
     """The reference-set runs among ``runs`` from ``sources`` (runs.source_key), on ``family`` and ``precision``."""
     ref = reference_ids()
     keys = {source_key(s) for s in sources}
     return [r for r in runs if str(r["id"]) in ref and source_key(r.get("source", "")) in keys
-            and (family is None or _family(r) == family) and (precision is None or _precision(r) == precision)
-]
+            and (family is None or _family(r) == family) and (precision is None or _precision(r) == precision)]
 
 
 def mean_log_residual(runs: Sequence[dict[str, Any]]) -> float:

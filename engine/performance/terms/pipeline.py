@@ -81,7 +81,8 @@ def bottleneck_stage(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total
     layer_all = layer_total_s + comm_layer_s
     model_time = ctx.layers * layer_all + logits_s
     g = logits_s / np.maximum(layer_all, TINY)
-    stage_time = np.maximum(last_rank_layers(ctx, lay, shape, g, uneven) * layer_all, model_time / lay.pp)
+    # Whole layers summing to L + g over p ranks: the binding rank is never below the even share model_time / p.
+    stage_time = last_rank_layers(ctx, lay, shape, g, uneven) * layer_all
     share = stage_time / np.maximum(model_time, TINY)
     return BottleneckStage(model_fraction=share, compute_s=share * (ctx.layers * layer_total_s + logits_s))
 
