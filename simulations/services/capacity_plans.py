@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from core.errors import ValidationError, engine_error
@@ -31,17 +30,9 @@ from planning.services.catalogs import catalog_resolve
 from simulations import limits
 from simulations.models import ACTIVE_STATUSES, RunKind, RunStatus, RunTrigger, SimulationRun, Sweep
 from simulations.services import dispatch
-from simulations.services.hashing import engine_version, input_hash
+from simulations.services.hashing import input_hash
 from simulations.services.params import clean_params
-from simulations.services.runs import (
-    _active,
-    _reusable,
-    admit,
-    idempotency_key,
-    lock_team,
-    run_build,
-    run_create,
-)
+from simulations.services.runs import run_build, run_create, submit_once
 from simulations.services.sweeps import (
     check_child_count,
     clean_idempotency_key,
@@ -115,33 +106,13 @@ def capacity_plan_submit(*, plan: CapacityPlan, user: Any, params: Mapping[str, 
                search=bool(cleaned.get("search", True)) and bool(parsed.candidates),
                field="params.replications" if "replications" in cleaned else "document.replications")
     hash_ = input_hash(kind=RunKind.FLEET, document=document, catalog=values, params=cleaned)
-    key = idempotency_key(team_id=plan.team_id, kind=RunKind.FLEET, input_hash_=hash_, version=engine_version())
-    for _ in range(3):
-        existing = None if force else _reusable(team_id=plan.team_id, kind=RunKind.FLEET, input_hash_=hash_,
-                                                version=engine_version())
-        existing = existing or _active(key)
-        if existing is not None:
-            existing.reused = True  # type: ignore[attr-defined]
-            return existing
-        try:
-            with transaction.atomic():
-                lock_team(plan.team_id)
-                existing = _active(key)  # committed while this request waited for the team's lock
-                if existing is not None:
-                    existing.reused = True  # type: ignore[attr-defined]
-                    return existing
-                if trigger == RunTrigger.MANUAL:  # a watched plan's re-evaluation is not a request to refuse
-                    admit(team_id=plan.team_id, runs=1)
-                run = run_create(team=plan.team, user=user, kind=RunKind.FLEET, document=document, version=version,
-                                 values=values, params=cleaned, force=force, label=f"Capacity plan: {plan.name}",
-                                 idempotency_key=key, trigger=trigger,
-                                 snapshot_extra={"capacity_plan": plan_snapshot(plan)})
-                dispatch.enqueue_runs([run.pk])
-        except IntegrityError:
-            continue
-        run.reused = False  # type: ignore[attr-defined]
-        return run
-    raise ValidationError({"detail": ["identical submissions kept colliding; try again"]})
+    return submit_once(team_id=plan.team_id, kind=RunKind.FLEET, input_hash_=hash_, force=force, trigger=trigger,
+                       create=lambda key: run_create(team=plan.team, user=user, kind=RunKind.FLEET,
+                                                     document=document, version=version, values=values,
+                                                     params=cleaned, force=force,
+                                                     label=f"Capacity plan: {plan.name}", idempotency_key=key,
+                                                     trigger=trigger,
+                                                     snapshot_extra={"capacity_plan": plan_snapshot(plan)}))
 
 
 DEFAULT_CHUNK = 25  # replications per child run of a replication sweep (~30-60 s of work on a worker)

@@ -8,7 +8,7 @@ row, so concurrent submissions of one team cannot both take the last share: 429 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -142,6 +142,42 @@ def _active(key: str) -> SimulationRun | None:
     return SimulationRun.objects.filter(idempotency_key=key, status__in=ACTIVE_STATUSES).order_by("pk").first()
 
 
+def submit_once(*, team_id: int, kind: str, input_hash_: str, force: bool, trigger: str,
+                create: Callable[[str], SimulationRun]) -> SimulationRun:
+    """Queue one run, or return the identical one the team already has (marked ``reused``).
+
+    ``create(key)`` inserts the run with idempotency key ``key`` (:func:`run_create`). An identical run that is
+    queued or running is returned with or without ``force``; without ``force`` an identical succeeded run (same
+    input hash and engine version) is returned too. The team's share of the workers is checked (:func:`admit`)
+    for manual submissions only (a watched item's re-evaluation is not a request to refuse). A unique constraint
+    on the key makes this hold under concurrency: of N identical requests at once one insert wins and the others
+    find the winner on the next pass."""
+    version = engine_version()
+    key = idempotency_key(team_id=team_id, kind=kind, input_hash_=input_hash_, version=version)
+    for _ in range(3):
+        existing = None if force else _reusable(team_id=team_id, kind=kind, input_hash_=input_hash_, version=version)
+        existing = existing or _active(key)
+        if existing is not None:
+            existing.reused = True  # type: ignore[attr-defined]
+            return existing
+        try:
+            with transaction.atomic():
+                lock_team(team_id)
+                existing = _active(key)  # committed while this request waited for the team's lock
+                if existing is not None:
+                    existing.reused = True  # type: ignore[attr-defined]
+                    return existing
+                if trigger == RunTrigger.MANUAL:
+                    admit(team_id=team_id, runs=1)
+                run = create(key)
+                dispatch.enqueue_runs([run.pk])
+        except IntegrityError:
+            continue  # an identical submission inserted first
+        run.reused = False  # type: ignore[attr-defined]
+        return run
+    raise ValidationError({"detail": ["identical submissions kept colliding; try again"]})
+
+
 def run_submit(
     *,
     scenario: Scenario,
@@ -167,29 +203,8 @@ def run_submit(
     if kind == RunKind.FABRIC:  # flows, memory and time within the run budgets, before anything is queued
         fabric_admit(document=parsed, catalog=values, params=cleaned)
     hash_ = input_hash(kind=kind, document=document, catalog=values, params=cleaned)
-    key = idempotency_key(team_id=scenario.team_id, kind=kind, input_hash_=hash_, version=engine_version())
-    for _ in range(3):  # a lost race finds the winner on the next pass (or its stored result)
-        existing = None if force else _reusable(team_id=scenario.team_id, kind=kind, input_hash_=hash_,
-                                                version=engine_version())
-        existing = existing or _active(key)
-        if existing is not None:
-            existing.reused = True  # type: ignore[attr-defined]
-            return existing
-        try:
-            with transaction.atomic():
-                lock_team(scenario.team_id)
-                existing = _active(key)  # committed while this request waited for the team's lock
-                if existing is not None:
-                    existing.reused = True  # type: ignore[attr-defined]
-                    return existing
-                if trigger == RunTrigger.MANUAL:  # beat's re-evaluations are not requests to refuse
-                    admit(team_id=scenario.team_id, runs=1)
-                run = run_create(team=scenario.team, user=user, kind=kind, document=document, version=version,
-                                 values=values, scenario=scenario, params=cleaned, force=force, trigger=trigger,
-                                 idempotency_key=key)
-                dispatch.enqueue_runs([run.pk])
-        except IntegrityError:
-            continue  # an identical submission inserted first
-        run.reused = False  # type: ignore[attr-defined]
-        return run
-    raise ValidationError({"detail": ["identical submissions kept colliding; try again"]})
+    return submit_once(team_id=scenario.team_id, kind=kind, input_hash_=hash_, force=force, trigger=trigger,
+                       create=lambda key: run_create(team=scenario.team, user=user, kind=kind, document=document,
+                                                     version=version, values=values, scenario=scenario,
+                                                     params=cleaned, force=force, trigger=trigger,
+                                                     idempotency_key=key))
