@@ -156,6 +156,11 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.20.1 (no result change): bottleneck_stage drops its floor at the even share (last_rank_layers is never below
     # it: whole layers summing to L + g over p ranks); refit.calibration_rows reflowed. docs/validation.md identical.
     "2.20.1": "3e87c90fd27d7d5b0045700d74984b554ebf2f9978960ee9d8fdc091b2284e7a",
+    # 2.21.0: with virtual stages the first model chunk's share of the step-level DP traffic hides only under its
+    # own last backward / first forward (terms/data_parallel.first_chunk_exposure), and not at all for the gradients
+    # where the stack reduces a chunk after its last backward (Megatron-LM / NeMo from 5d745a79cd, 2023-09:
+    # FrameworkProfile.grad_sync_after_chunk)
+    "2.21.0": "1755c9d984f59defcff55e274b5c18a9f49d681c673756e5d293d5bd937daa14",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

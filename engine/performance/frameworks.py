@@ -116,6 +116,11 @@ class FrameworkProfile:
     # the pipeline split may give ranks different numbers of layers (the last one fewer, beside the output layer):
     # terms/pipeline.bottleneck_stage; without it every rank holds L / p layers and the last one the output layer too
     uneven_pipeline_split: bool = True
+    # with virtual stages, each model chunk's gradient reduction starts only after that chunk's last backward, at the
+    # same virtual micro-batch across the pipeline (Megatron's grad_sync_func): the first stage's first chunk, the last
+    # to finish, reduces with no compute left to hide under. Otherwise its buckets start during that last backward
+    # (terms/data_parallel.py, first_chunk_exposure)
+    grad_sync_after_chunk: bool = False
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -160,8 +165,12 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _m22 := dataclasses.replace(_m21b, since="2022-06", max_zero=2),
     # f9283c5a8a (2023-05-31) "Add option to overlap p2p communication" (on with virtual stages)
     _m23a := dataclasses.replace(_m22, since="2023-05", pp_overlap=True),
-    # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"
-    _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True),
+    # 2d5220a424 (2023-09-05) "Add --overlap-grad-reduce command-line argument"; with virtual stages from 5d745a79cd
+    # (2023-09-25, "Enable grad overlap with interleaved PP schedule"): training.py sets grad_sync_func to each
+    # chunk's start_grad_sync under --delay-grad-reduce (default on; --align-grad-reduce from 4e3840535b, 2024-08),
+    # and schedules.py calls it after the chunk's last backward, pipeline_parallel_rank virtual micro-batches later;
+    # the chunks not yet synchronised (the first chunk on the first stage) at the end of the cool-down
+    _m23b := dataclasses.replace(_m23a, since="2023-09", grad_overlap=True, grad_sync_after_chunk=True),
     # f048bf8c08 (2023-11-17) "Overlap all-gather in distributed optimizer" (--overlap-param-gather)
     _m23c := dataclasses.replace(_m23b, since="2023-11", param_overlap=True),
     # e7b74a4b7e (2024-04-02) "Change default `transformer_impl` to `transformer_engine` instead of `local`": attention
@@ -305,6 +314,7 @@ class LayoutProfiles:
     zero3_gather_bucket_params: Count
     zero3_reduce_bucket_params: Count
     uneven_pipeline_split: BoolArr
+    grad_sync_after_chunk: BoolArr
 
 
 def runs_on_megatron(tp: Arr, pp: Arr) -> BoolArr:

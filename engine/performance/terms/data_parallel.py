@@ -85,6 +85,23 @@ def folded_reduction(lay: Layouts, groups: GroupComm, params: Count, expert_para
     return grad, gather
 
 
+def first_chunk_exposure(vpp: Count, grad_s: Seconds, gather_s: Seconds, forward_s: Seconds, backward_s: Seconds,
+                         sync_after_chunk: BoolArr) -> tuple[Seconds, Seconds]:
+    """What the first model chunk's own traffic exposes at least [s], beside the whole step's window.
+
+    The stage holds v chunks of about equal size, each 1/v of the gradients reduced and of the weights gathered.
+    The first chunk (the first layers) is the last one whose backward ends, on the first pipeline stage at the very
+    end of the step, and the first one whose forward starts. Its gradients (``grad_s`` / v) can hide only under its
+    own last backward (``backward_s`` / v, buckets starting as they fill), and not at all where the stack starts a
+    chunk's reduction after that backward (``sync_after_chunk``: Megatron-LM's grad_sync_func, frameworks.py); its
+    updated weights (``gather_s`` / v) only under its own first forward (``forward_s`` / v, the forward waiting on
+    each bucket). With one chunk (v = 1) this is the step's own rule (the last backward, the first forward), already
+    in the window; interleaving spreads the rest of the traffic over the other chunks' compute, not this part."""
+    v = np.maximum(vpp, 1.0)
+    own_backward = np.where(sync_after_chunk & (v > 1), 0.0, backward_s / v)
+    return np.maximum(grad_s / v - own_backward, 0.0), np.maximum(gather_s / v - forward_s / v, 0.0)
+
+
 def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm, params: Count,
                        forward_s: Seconds, backward_s: Seconds,
                        step_compute_s: Seconds | None = None, expert_params: Count | None = None) -> DataParallelSync:
@@ -117,8 +134,12 @@ def data_parallel_sync(lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, g
     cap = np.full_like(slots, np.inf) if step_compute_s is None else step_compute_s
     win_grad = np.minimum(backward_s * (1.0 + slots), cap)
     win_gather = np.minimum(forward_s * (1.0 + slots), cap)
-    exposed_grad = np.where(prof.grad_overlap, np.maximum(grad_step - win_grad, bucket * grad_step), grad_step)
-    exposed_gather = np.where(prof.param_overlap, np.maximum(t_gather - win_gather, bucket * t_gather), t_gather)
+    first_grad, first_gather = first_chunk_exposure(vpp, grad_step, t_gather, forward_s, backward_s,
+                                                    prof.grad_sync_after_chunk)
+    exposed_grad = np.where(prof.grad_overlap, np.maximum(np.maximum(grad_step - win_grad, bucket * grad_step),
+                                                          first_grad), grad_step)
+    exposed_gather = np.where(prof.param_overlap, np.maximum(np.maximum(t_gather - win_gather, bucket * t_gather),
+                                                             first_gather), t_gather)
     z3 = zero >= ZERO_SHARDS_PARAMETERS
     # ZeRO-3's own traffic is per layer (sharding.py); with HSDP its replicas still all-reduce once per step
     exposed_z3 = np.where(prof.grad_overlap, np.maximum(replica - win_grad, bucket * replica), replica)

@@ -81,3 +81,45 @@ def test_the_window_is_capped_at_the_steps_pure_compute() -> None:
     wide = data_parallel_sync(lay, shape, prof, LinearComm(), np.array([P]), np.array([0.0]), np.array([0.01]),
                               step_compute_s=np.array([1.0]))
     assert wide.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW - 0.02, rel=1e-12)
+
+
+def test_megatron_reduces_the_first_chunk_after_its_last_backward() -> None:
+    """v = 4 chunks on a stage whose whole-step window (10 s of backward per micro-batch) hides everything else: the
+    first chunk's gradients (4P/BW / 4 = P/BW) are reduced after its last backward, the step's last compute
+    (Megatron-LM's grad_sync_func, on by default since 5d745a79cd), so they are exposed whole; without the rule only
+    the last 40M-parameter bucket would show (0.04 x 4P/BW)."""
+    _, dp = _sync(zero=1, fwd=10.0, bwd=10.0, vpp=4, pp=4)
+    assert dp.exposed_grad_s[0] == pytest.approx(P * 4.0 / BW / 4.0, rel=1e-12)
+    # the weights: the first chunk's gather hides under its own first forward (10 s / 4): the last bucket shows
+    assert dp.exposed_gather_s[0] == pytest.approx(40e6 / P * P * 2.0 / BW, rel=1e-12)
+
+
+def test_a_stack_that_reduces_during_the_chunks_backward_hides_part_of_it() -> None:
+    """Buckets that start during the first chunk's last backward (bwd / v of compute) hide that much of its
+    gradients: (G - bwd) / v with G = 4P/BW; its weights hide under its first forward: (A - fwd) / v, A = 2P/BW."""
+    import dataclasses
+
+    g, a = P * 4.0 / BW, P * 2.0 / BW
+    fwd, bwd = a / 2.0, g / 2.0  # half of each collective's time, so that each chunk floor is a quarter of it / v
+    ctx, lay, shape = build(dense_doc(zero=1, framework="megatron-core", vpp=4, pp=4, gb=64))
+    prof = dataclasses.replace(layout_profiles(ctx.framework, lay.tp, lay.pp),
+                               grad_sync_after_chunk=np.array([False]))
+    far = np.array([1e9])  # a whole-step window that hides everything but the first chunk's part
+    dp = data_parallel_sync(lay, shape, prof, LinearComm(), np.array([P]), np.array([fwd]), np.array([bwd]),
+                            step_compute_s=far)
+    assert dp.overlap_microbatches[0] == pytest.approx(3.0)  # (v-1)/v x min(p, m) = 3 extra slots
+    # whole-step windows: 4 x bwd = 2G >= G, 4 x fwd = 2A >= A: only the first-chunk floors bind
+    assert dp.exposed_grad_s[0] == pytest.approx((g - bwd) / 4.0, rel=1e-12)
+    assert dp.exposed_gather_s[0] == pytest.approx((a - fwd) / 4.0, rel=1e-12)
+
+
+def test_one_chunk_keeps_the_steps_own_window() -> None:
+    """v = 1: the first chunk is the whole stage, and its floor (G - bwd) is the step-level rule already in place."""
+    from engine.performance.terms.data_parallel import first_chunk_exposure
+
+    grad, gather = first_chunk_exposure(np.array([1.0]), np.array([3.0]), np.array([2.0]), np.array([0.5]),
+                                        np.array([1.0]), np.array([True]))
+    assert grad[0] == pytest.approx(2.0) and gather[0] == pytest.approx(1.5)
+    grad4, gather4 = first_chunk_exposure(np.array([4.0]), np.array([3.0]), np.array([2.0]), np.array([0.5]),
+                                          np.array([1.0]), np.array([True]))
+    assert grad4[0] == pytest.approx(0.75) and gather4[0] == pytest.approx(1.5 / 4.0)
