@@ -161,6 +161,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # where the stack reduces a chunk after its last backward (Megatron-LM / NeMo from 5d745a79cd, 2023-09:
     # FrameworkProfile.grad_sync_after_chunk)
     "2.21.0": "1755c9d984f59defcff55e274b5c18a9f49d681c673756e5d293d5bd937daa14",
+    # 2.22.0: cluster.rank_assignment (unaligned | topology-aware): with ranks in switch order a ring leaves each
+    # block of the group under a leaf or pod once (placement.ring_cross_fraction, Placement.share_ring, used by the
+    # ring and NVLS schedules); the Llama 3 405B rows state it (Meta's topology-aware rank assignment)
+    "2.22.0": "d2eb5c723d537f6900a0d4b6c0d5f6c47d8411e10c2d6a1d64852ce1f216ec7a",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -297,6 +297,7 @@ def _cluster_fields(doc: Any, catalog: CatalogItems | None) -> ClusterSpec:
         pod_given=pod_given,
         in_network_reduction=bool(read_bool(d, "in_network_reduction", path,
                                         default=declared_default("cluster.in_network_reduction"))),
+        rank_assignment=str(read_choice(d, "rank_assignment", path)),
         gpus_per_rack=per_rack,
         rack_scale=bool(sizes),
     )

@@ -43,6 +43,7 @@ from engine.schema.enums import (
     MoeDispatcher,
     OptimizerMoments,
     Precision,
+    RankAssignment,
     Recompute,
 )
 from engine.schema.types import ScenarioSpec
@@ -123,6 +124,7 @@ class Context:
     fabric: str
     framework: str | None = None  # None = auto (per layout, frameworks.layout_profiles)
     sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
+    ring_aligned: bool = False  # cluster.rank_assignment topology-aware: rings cross tiers once per block
     gpus_per_nic: float = 1.0  # GPUs of a node that share one scale-out NIC (gpus_per_node / nics_per_node)
     # calibration hooks (engine.calibration): multiplier on inter-node bandwidth per collective
     # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
@@ -186,6 +188,7 @@ class Context:
             qps=self.qps or DEFAULT_QPS.get(self.routing, 1.0), nic_bw_gpu=nic_rate(self),
             nvl_ring=g.nvlink_uni_bw * g.nvlink_ring_eff, nvl_ar=g.nvlink_uni_bw * g.nvlink_ar_eff,
             nvls=g.nvlink_ar_eff > g.nvlink_ring_eff and NCCL_NVLS in self.nccl_algorithms, sharp=self.sharp, alpha_override=self.net_alpha_s,
+            ring_aligned=self.ring_aligned,
             gpus_per_nic=self.gpus_per_nic,
             pinned_share=self.routing_source.get("share") if self.routing_source.get("kind") == "study" else None,
             unreleased_algorithms=NCCL_ALL_ALGORITHMS - self.nccl_algorithms,
@@ -254,6 +257,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         # CollNet / SHARP needs InfiniBand switches that reduce in the network and NCCL's CollNet plugin
         # (NCCL_COLLNET_ENABLE=1): on only when the scenario says so (cluster.in_network_reduction)
         sharp=bool(getattr(c, "in_network_reduction", False)) and c.fabric == "infiniband",
+        ring_aligned=getattr(c, "rank_assignment", RankAssignment.UNALIGNED) == RankAssignment.TOPOLOGY_AWARE,
         domain=net["domain"],
         leaf_nodes=net["leaf_nodes"],
         pod_nodes=net["pod_nodes"],

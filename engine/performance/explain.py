@@ -92,7 +92,8 @@ def _groups_json(ctx: Context, lay: Layouts) -> dict[str, Any]:
     return {str(g): {"size_ranks": int(groups.ranks[g][0]), "stride_gpus": int(groups.strides[g][0]),
                      "ranks_per_domain_count": float(p.k[0]), "domains_count": float(p.nodes[0]),
                      "leaf_crossing_fraction": float(p.f_leaf[0]), "pod_crossing_fraction": float(p.f_pod[0]),
-                     "routing_share_fraction": float(p.share[0]), "hop_latency_s": float(p.hop[0]),
+                     "routing_share_fraction": float(p.share[0]),
+                     "ring_routing_share_fraction": float(p.share_ring[0]), "hop_latency_s": float(p.hop[0]),
                      "on_nic": bool(groups.on_nic(g)[0])}
             for g, p in groups.placements.items()}
 

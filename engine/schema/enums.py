@@ -188,6 +188,21 @@ class DpPlacement(ChoiceSet):
     CHOICES = ((INNER, "DP inside PP (TP, CP, DP, PP)"), (OUTER, "DP outermost (TP, CP, PP, DP)"))
 
 
+class RankAssignment(ChoiceSet):
+    """How the job's nodes are ordered among its ranks, relative to the switches (docs/performance-model.md
+    section 3, "Which tier the traffic crosses"). NCCL's rings follow the rank order: ``unaligned`` = the
+    launcher's host list does not follow the leaves and pods, so a ring neighbour may sit under any of them (the
+    model's peer-uniform crossing fraction); ``topology-aware`` = ranks follow leaf and pod order (a scheduler that
+    assigns ranks by switch position: Meta's for Llama 3, Slurm's topology plugins with switch-sorted host lists),
+    so a ring crosses a tier once per block of the group under it. Collectives whose partners spread over the group
+    (all-to-all, PAT, NCCL's double binary tree) cross as unaligned either way."""
+
+    UNALIGNED = "unaligned"
+    TOPOLOGY_AWARE = "topology-aware"
+    CHOICES = ((UNALIGNED, "Not aligned with the switches"),
+               (TOPOLOGY_AWARE, "Topology-aware (ranks follow leaf and pod order)"))
+
+
 class ExpertKernel(ChoiceSet):
     """Routed-expert (grouped) GEMM kernels of MoE layers: ``warp-mma`` = Ampere-class warp-level MMA kernels
     (CUTLASS 2.x grouped GEMM, cuBLAS 12.5 grouped APIs); ``native`` = the generation's own tensor-core
@@ -230,4 +245,5 @@ CHOICE_SETS: dict[str, type[ChoiceSet]] = {
     "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
     "distribution": Distribution, "dp_placement": DpPlacement, "recompute_module": RecomputeModule,
     "activation_cache": ActivationCache, "optimizer_moments": OptimizerMoments,
+    "rank_assignment": RankAssignment,
 }

@@ -6,7 +6,7 @@ Everything that knows the document's shape derives from :data:`FIELDS`:
   allows and requires, the static defaults, each enum's accepted values and whether ``"auto"`` is accepted;
 * the writer (:func:`engine.schema.types.scenario_to_dict`): which keys the canonical document writes, and when
   (``write``);
-* the API (``planning.api.serializers``): the JSON Schema of each section (:func:`json_schema`);
+* the API (``planning.api.serializers``): the JSON Schema of each section (:mod:`.json_schema`);
 * the portal's builder forms: choices, min/max and help;
 * docs/scenario-format.md: its reference tables (:mod:`engine.document.reference`, checked by a test).
 
@@ -36,6 +36,7 @@ from engine.schema.enums import (
     MoeDispatcher,
     OptimizerMoments,
     Precision,
+    RankAssignment,
     Recompute,
     RecomputeModule,
     Routing,
@@ -366,6 +367,10 @@ FIELDS: tuple[Field, ...] = (
        default_text="all GPUs", write=IF_GIVEN, given="pod_given"),
     _f("cluster.in_network_reduction", "bool", "All-reduce in the switches (NCCL CollNet / SHARP)", default=False,
        write=IF_SET, unset=False, more="needs a switch with SHARP"),
+    _f("cluster.rank_assignment", "choice", "How the job's nodes are ordered among its ranks", write=IF_SET,
+       choices=RankAssignment, default=RankAssignment.UNALIGNED, unset=RankAssignment.UNALIGNED,
+       more="NCCL rings follow the rank order: `topology-aware` rings cross a tier once per block of the group under "
+            "it, so oversubscription above the pods costs them far less (docs/performance-model.md section 3)"),
     _f("cluster.qps_per_connection", "int", "Queue pairs per NCCL connection (NCCL_IB_QPS_PER_CONNECTION)",
        default=DEFAULT_QPS, default_by="routing", default_text="4 for `ecmp-qp`, else 1", write=IF_NOT_DEFAULT),
     _f("cluster.switch", "key", "Switch model (a catalog key of the chosen fabric)", write=IF_SET,
@@ -446,54 +451,3 @@ def keys(section: str) -> set[str]:
 def required(section: str) -> tuple[str, ...]:
     """The keys ``section`` requires, in declaration order."""
     return tuple(f.key for f in section_fields(section) if f.required)
-
-
-def json_schema(section: str, *, partial: bool = False) -> dict[str, Any]:
-    """The JSON Schema of ``section`` (an object of its declared keys), for the API's OpenAPI description;
-    ``partial``: no key required (a scenario's ``cluster`` may hold only overrides of its fleet's)."""
-    props = {f.key: field_schema(f.path) for f in section_fields(section)}
-    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
-    if required(section) and not partial:
-        out["required"] = list(required(section))
-    return out
-
-
-_JSON_TYPES = {"int": "integer", "number": "number", "bool": "boolean", "choice": "string", "choices": "array",
-               "string": "string",
-               "key": "string"}
-_RANGE_SCHEMA: dict[str, Any] = {"type": "object", "description": "a range", "required": ["low", "high"],
-                                 "properties": {k: {"type": "number"} for k in ("low", "likely", "high")}
-                                 | {"dist": {"type": "string", "enum": list(Distribution.values())}}}
-
-
-def field_schema(path: str) -> dict[str, Any]:
-    """The JSON Schema of one declared field (type, enum, bounds, "auto", lists and ranges where accepted)."""
-    f = BY_PATH[path]
-    if f.kind == "object":
-        nested = json_schema(f.path) if section_fields(f.path) else {"type": "object"}
-        if f.auto:
-            nested = {"oneOf": [nested, {"type": "string", "enum": [AUTO]}]}
-        return {**nested, "description": f.help}
-    one: dict[str, Any] = {"type": _JSON_TYPES[f.kind]}
-    if f.kind == "choices" and f.choices is not None:
-        one["items"] = {"type": "string", "enum": list(f.choices.values())}
-        one["uniqueItems"] = True
-    elif f.choices is not None:
-        one["enum"] = list(f.choices.values())
-    bound = f.bound
-    if bound is not None:
-        cast = int if f.kind == "int" else float
-        one["exclusiveMinimum" if bound.lo_open else "minimum"] = cast(bound.lo)
-        one["maximum"] = cast(bound.hi)
-    options = [one]
-    if f.auto:
-        options.append({"type": "string", "enum": [AUTO]})
-    if f.listed:
-        options.append({"type": "array", "items": one, "minItems": 1, "maxItems": 16})
-    if f.ranged:
-        options.append(_RANGE_SCHEMA)
-    out: dict[str, Any] = options[0] if len(options) == 1 else {"oneOf": options}
-    out = {**out, "description": f"{f.help}. " + ("Required." if f.required else f"Default: {f.default_words()}.")}
-    if not f.required and not f.default_by and f.default is not None and not isinstance(f.default, Mapping):
-        out["default"] = f.default
-    return out

@@ -238,6 +238,8 @@ class ClusterSpec:
     pod_given: bool = field(default=False, compare=False)
     # NCCL CollNet / SHARP all-reduce in the switches (NCCL_COLLNET_ENABLE=1); needs a switch with SHARP
     in_network_reduction: bool = False
+    # how the job's nodes are ordered among its ranks (a RankAssignment value): rings cross tiers per block
+    rank_assignment: str = "unaligned"
     # GPUs the job uses in each rack-scale NVLink domain (cluster.gpus_per_rack); None = all gpus_per_node
     gpus_per_rack: int | None = None
     # a rack-scale system (GB200 / GB300 NVL72: the catalog GPU's node_sizes), sold and cabled as whole racks; set by

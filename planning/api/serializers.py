@@ -9,7 +9,8 @@ from rest_framework import serializers
 
 from engine.schema.bounds import bound_for
 from engine.schema.enums import Fabric, TopologyKind
-from engine.schema.fields import BY_PATH, field_schema, json_schema
+from engine.schema.fields import BY_PATH
+from engine.schema.json_schema import field_schema, json_schema
 from planning.api.fields import ScopedPrimaryKeyRelatedField
 from planning.models import (
     CATALOG_KINDS,

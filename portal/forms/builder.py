@@ -36,6 +36,7 @@ from portal.forms.common import (
     PAR_MODE_CHOICES,
     PRECISION_CHOICES,
     RANGE_INPUTS,
+    RANK_ASSIGNMENT_CHOICES,
     RECOMPUTE_CHOICES,
     ROUTING_CHOICES,
     TOPOLOGY_CHOICES,
@@ -139,6 +140,10 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     topology = forms.ChoiceField(choices=TOPOLOGY_CHOICES, initial=field("cluster.topology").default)
     oversubscription = number_input("cluster.oversubscription", initial=field("cluster.oversubscription").default,
                                     label="Oversubscription (down:up)", help_text="1.0 = non-blocking")
+    rank_assignment = forms.ChoiceField(
+        choices=RANK_ASSIGNMENT_CHOICES, initial=field("cluster.rank_assignment").default, required=False,
+        label="Rank assignment", help_text="Topology-aware: the scheduler orders ranks by leaf and pod, so rings cross "
+                                           "the oversubscribed tier rarely (docs/performance-model.md section 3)")
     pod_gpus = int_input(
         "cluster.pod_gpus", required=False, label="Non-blocking pod (GPUs)",
         help_text="GPUs under the oversubscribed tier, at full bandwidth among themselves: only traffic leaving "
@@ -194,7 +199,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "cluster.gpu": "gpu", "cluster.gpus": "gpus", "cluster.gpus_per_node": "gpus_per_node",
         "cluster.nics_per_node": "nics_per_node", "cluster.gpus_per_rack": "gpus_per_rack", "cluster.routing": "routing",
         "cluster.qps_per_connection": "routing", "cluster.switch": "fabric", "cluster.nic": "nic_gbps",
-        "cluster.in_network_reduction": "fabric",
+        "cluster.in_network_reduction": "fabric", "cluster.rank_assignment": "rank_assignment",
         "cluster.nic_gbps": "nic_gbps", "cluster.fabric": "fabric", "cluster.topology": "topology",
         "cluster.oversubscription": "oversubscription", "cluster.tiers": "topology", "cluster.pod_gpus": "pod_gpus",
         "cluster": "fleet", "fleet": "fleet",

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from engine.schema.enums import ActivationCache, Precision, Recompute
+from engine.schema.enums import ActivationCache, Precision, RankAssignment, Recompute
 from engine.schema.fields import keys, required
 from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MLA_PRESET_FIELDS, MOE_PRESET_FIELDS
@@ -178,6 +178,11 @@ def cluster_section(d: Mapping[str, Any], base: Mapping[str, Any], *, fleet_pick
               and all(stored.get(k) == shown[k] for k in ("gpu", "gpus_per_node"))):
             cluster["gpus_per_rack"] = stored["gpus_per_rack"]  # no input given: kept while the racks are the same
         cluster.update(shown)
+    assignment = d.get("rank_assignment") or ""
+    if assignment and assignment != RankAssignment.UNALIGNED:
+        cluster["rank_assignment"] = assignment
+    else:
+        cluster.pop("rank_assignment", None)
     routing = d.get("routing") or ""
     if routing != (stored.get("routing") or ""):
         cluster.pop("qps_per_connection", None)
@@ -198,6 +203,7 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "framework": t.get("framework") or "auto", "moe_dispatcher": t.get("moe_dispatcher") or "auto",
         "routing": c.get("routing") or "",
+        "rank_assignment": c.get("rank_assignment") or RankAssignment.UNALIGNED,
         **{name: t[name] for name in OPTIONAL_TRAINING if t.get(name) is not None},
     }
     moe = _mapping(m.get("moe"))

@@ -17,6 +17,7 @@ from engine.schema.enums import (
     MoeDispatcher,
     OptimizerMoments,
     Precision,
+    RankAssignment,
     Recompute,
     Routing,
     TopologyKind,
@@ -31,6 +32,7 @@ TOPOLOGY_CHOICES = TopologyKind.choices()
 #: "" = the fabric's default (adaptive on InfiniBand, ECMP on RoCE), i.e. no cluster.routing written
 ROUTING_CHOICES = [("", "Fabric default"), *Routing.choices()]
 FRAMEWORK_CHOICES = [(AUTO, "Auto (by layout)"), *Framework.choices()]
+RANK_ASSIGNMENT_CHOICES = RankAssignment.choices()
 DISPATCHER_CHOICES = [(AUTO, "Default"), *MoeDispatcher.choices()]
 PRECISION_CHOICES = Precision.choices()
 RECOMPUTE_CHOICES = [(AUTO, "Auto"), *Recompute.choices()]

@@ -31,7 +31,7 @@ from engine.performance.terms.memory import layer_activations
 from engine.performance.terms.moe_balance import busiest_rank_factor
 from engine.performance.terms.parameters import gpu_params
 from engine.performance.terms.tensor_parallel import tensor_parallel_comm
-from engine.schema.fields import json_schema
+from engine.schema.json_schema import json_schema
 from engine.schema.types import scenario_to_dict
 from tests.engine._scenarios import LLAMA_7B, scenario
 from tests.engine.performance._build import BW, LinearComm, build, gemm_by_hand, moe_doc

@@ -18,7 +18,7 @@ def _components() -> dict[str, Any]:
 
 def test_openapi_describes_the_document_sections_from_the_declaration() -> None:
     from engine.schema.enums import Fabric, Precision
-    from engine.schema.fields import json_schema
+    from engine.schema.json_schema import json_schema
 
     components = _components()
     scenario = next(v for k, v in components.items() if k.startswith("Scenario") and "cluster" in v.get("properties", {}))

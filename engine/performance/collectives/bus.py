@@ -34,6 +34,7 @@ class Bus:
     volume_bytes: Bytes  # bytes each rank moves: (n-1)/n of nbytes, twice for all-reduce
     ring_steps: Count  # (n-1), twice for all-reduce
     nic_node: BytesPerSecond  # a node's aggregate NIC rate for the group (k NICs x routing share x calibration)
+    nic_node_ring: BytesPerSecond  # the same for a ring's neighbour traffic (Placement.share_ring)
     first_hop_s: Seconds  # latency of one ring step: network hop across domains, NVLink hop inside one
     step_extra_s: Mapping[str, Seconds]  # per protocol name: its extra latency per step (network or NVLink figure)
 
@@ -53,8 +54,10 @@ def make_bus(net: Net, kind: CollectiveKind, nbytes: Bytes, n: Count, pl: Placem
     inter_f = inter.astype(np.float64)
     # the protocol's extra latency per step: its network-hop figure across domains, its NVLink one inside
     extra = {p.name: p.nvlink_hop_s + inter_f * (p.net_hop_s - p.nvlink_hop_s) for p in PROTOCOLS}
+    nic_node = pl.k * net.nic_bw_gpu * pl.share * net.bw_scale(kind)
+    nic_ring = nic_node if pl.share_ring is pl.share else pl.k * net.nic_bw_gpu * pl.share_ring * net.bw_scale(kind)
     return Bus(net=net, kind=kind, nbytes=nbytes, n=n, pl=pl, inter=inter, volume_bytes=nbytes * frac * mult,
-               ring_steps=(n - 1.0) * mult, nic_node=pl.k * net.nic_bw_gpu * pl.share * net.bw_scale(kind),
+               ring_steps=(n - 1.0) * mult, nic_node=nic_node, nic_node_ring=nic_ring,
                first_hop_s=np.where(inter, pl.hop, NVLINK_HOP_S), step_extra_s=extra)
 
 
@@ -62,7 +65,7 @@ def ring_schedule_time(bus: Bus, nvlink_bw: float) -> Seconds:
     """A (hierarchical) ring under its cheapest protocol: NVLink hops inside the domain, one NIC hop per domain
     boundary; its bus bandwidth is the smaller of the NVLink bus bandwidth and the node's aggregate NIC rate.
     Shared by the ring and NVLS."""
-    t_bw = bus.volume_bytes / np.where(bus.inter, np.minimum(nvlink_bw, bus.nic_node), nvlink_bw)
+    t_bw = bus.volume_bytes / np.where(bus.inter, np.minimum(nvlink_bw, bus.nic_node_ring), nvlink_bw)
     return cheapest(lambda p: p.base_s + bus.ring_steps * (bus.first_hop_s + bus.step_extra_s[p.name])
                     + t_bw / p.bw_fraction)
 

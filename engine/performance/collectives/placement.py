@@ -62,6 +62,7 @@ class Net:
     nvl_ar: float  # bytes/s NVLink all-reduce bus bandwidth (NVLS where the switch reduces)
     nvls: bool
     sharp: bool = False
+    ring_aligned: bool = False  # cluster.rank_assignment topology-aware: ring neighbours follow the switches
     gpus_per_nic: float = 1.0  # GPUs of a node sharing one NIC (1 rail-optimised; 8 with one NIC per 8-GPU node)
     alpha_override: float | None = None  # calibration: per-step network latency [s]
     pinned_share: float | None = None  # a pinned fabric study's share for this routing (pinned_study.py)
@@ -88,12 +89,27 @@ class Placement:
     f_pod: Ratio  # ... outside the pod
     share: Ratio  # bandwidth share of the crossing tiers (routing x oversubscription)
     hop: Seconds  # per-step network latency
+    # the same for a ring's neighbour traffic (ring_cross_fraction where the ranks follow the switches; = share
+    # otherwise)
+    share_ring: Ratio
 
 
 def cross_fraction(members_in_tier: Arr, nodes: Count) -> Ratio:
     """Probability that a peer of a rank sits outside its tier (peers uniform over the group's nodes)."""
     m = np.clip(members_in_tier, 1.0, nodes)
     return np.where(nodes > 1.0, 1.0 - (m - 1.0) / np.maximum(nodes - 1.0, 1.0), 0.0)
+
+
+def ring_cross_fraction(members_in_tier: Arr, nodes: Count) -> Ratio:
+    """Share of a ring's edges that leave a tier when the ranks follow the switches (cluster.rank_assignment
+    topology-aware): N domains in blocks of m under one switch of the tier form ceil(N / m) blocks, and the ring
+    leaves each block once: ceil(N / m) / N of its edges (1 / m for whole blocks), none when one block holds the
+    group. Never above the unaligned fraction (:func:`cross_fraction`): an order by switch is never worse than
+    an arbitrary one (for a group barely wider than one block the peer-uniform figure is the smaller)."""
+    m = np.clip(members_in_tier, 1.0, nodes)
+    blocks = np.ceil(nodes / m - 1e-9)
+    aligned = np.where(blocks > 1.0, blocks / np.maximum(nodes, 1.0), 0.0)
+    return np.minimum(aligned, cross_fraction(members_in_tier, nodes))
 
 
 def _hop_latency(net: Net, f_leaf: Ratio, f_pod: Ratio) -> Seconds:
@@ -138,10 +154,19 @@ def _spread(net: Net, n: Count, k: Count, nodes: Count, span_nodes: Count) -> Pl
     s_pod = np.where(f_pod > 0, crossing_share(net.routing, net.fabric, f_pod * net.oversub_spine, flows, net.qps,
                                                net.pinned_share), 1.0)
     share = np.minimum(s_leaf, s_pod)
+    share_ring = share
+    if net.ring_aligned:
+        r_leaf = ring_cross_fraction(net.leaf_nodes * dens, nodes) if net.tiers >= LEAF_TIER else np.zeros_like(nodes)
+        r_pod = np.where(net.tiers >= POD_TIER, ring_cross_fraction(net.pod_nodes * dens, nodes), 0.0)
+        share_ring = np.minimum(
+            np.where(r_leaf > 0, crossing_share(net.routing, net.fabric, r_leaf * net.oversub_leaf, flows, net.qps,
+                                                net.pinned_share), 1.0),
+            np.where(r_pod > 0, crossing_share(net.routing, net.fabric, r_pod * net.oversub_spine, flows, net.qps,
+                                               net.pinned_share), 1.0))
     hop = _hop_latency(net, f_leaf, f_pod)
     if net.alpha_override is not None:
         hop = np.full_like(n, net.alpha_override)
-    return Placement(k=k, nodes=nodes, f_leaf=f_leaf, f_pod=f_pod, share=share, hop=hop)
+    return Placement(k=k, nodes=nodes, f_leaf=f_leaf, f_pod=f_pod, share=share, hop=hop, share_ring=share_ring)
 
 
 def on_nic(pl: Placement) -> BoolArr:

@@ -242,3 +242,14 @@ def test_in_network_reduction_is_a_switch_capability() -> None:
     assert fabric_block(s.topo)["in_network_reduction"] is True
     assert scenario_to_dict(s)["cluster"]["in_network_reduction"] is True
     assert "in_network_reduction" not in scenario_to_dict(parse_scenario(dp_job(1024)))["cluster"]
+
+
+def test_rank_assignment_is_read_refused_by_name_and_written_only_when_set() -> None:
+    s = parse_scenario(dp_job(1024, rank_assignment="topology-aware"))
+    assert s.cluster.rank_assignment == "topology-aware"
+    assert scenario_to_dict(s)["cluster"]["rank_assignment"] == "topology-aware"
+    assert parse_scenario(scenario_to_dict(s)).cluster == s.cluster
+    plain = parse_scenario(dp_job(1024))
+    assert plain.cluster.rank_assignment == "unaligned" and "rank_assignment" not in scenario_to_dict(plain)["cluster"]
+    err = refusal(parse_scenario, dp_job(1024, rank_assignment="sorted"))
+    assert err.field == "cluster.rank_assignment" and "topology-aware" in str(err)

@@ -16,11 +16,11 @@ from engine.schema.fields import (
     FIELDS,
     MANDATORY,
     field,
-    json_schema,
     keys,
     required,
     section_fields,
 )
+from engine.schema.json_schema import json_schema
 from engine.schema.types import scenario_to_dict
 from tests.engine._scenarios import scenario
 

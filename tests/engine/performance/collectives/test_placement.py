@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from engine.performance.collectives.kinds import CollectiveKind
-from engine.performance.collectives.placement import cross_fraction, on_nic, place, place_nested
+from engine.performance.collectives.placement import (
+    cross_fraction,
+    on_nic,
+    place,
+    place_nested,
+    ring_cross_fraction,
+)
 from tests.engine.performance.collectives._net import IB_HOP_1_SWITCH, NET
 
 
@@ -46,3 +52,33 @@ def test_nested_placement_multiplies_ranks_per_domain_and_reduces_to_place() -> 
     one, flat = (place_nested(NET, np.array([1.0]), np.array([1.0]), np.array([16.0]), np.array([8.0])),
                  place(NET, np.array([16.0]), np.array([8.0])))
     assert all(np.array_equal(getattr(one, f.name), getattr(flat, f.name)) for f in dataclasses.fields(flat))
+
+
+def test_a_ring_in_switch_order_leaves_each_block_once() -> None:
+    """Ranks in leaf order (cluster.rank_assignment topology-aware): 16 nodes in blocks of 4 under a leaf form 4
+    blocks, and the ring leaves each once: 4 of its 16 edges (1/m) cross, against 1 - 3/15 of a rank's peers when
+    the order is arbitrary. 128 nodes, 24 per pod: ceil(128/24) = 6 blocks, 6/128. One block holds the group: none.
+    One node per block: every edge, as unaligned. 10 nodes, 9 in one leaf: the ring crosses 2 of 10 edges, more
+    than the unaligned 1/9, so the aligned figure is capped there (an order by switch is never worse)."""
+    assert ring_cross_fraction(np.array([4.0]), np.array([16.0]))[0] == pytest.approx(4 / 16)
+    assert ring_cross_fraction(np.array([24.0]), np.array([128.0]))[0] == pytest.approx(6 / 128)
+    assert ring_cross_fraction(np.array([16.0]), np.array([16.0]))[0] == 0.0
+    assert ring_cross_fraction(np.array([1.0]), np.array([16.0]))[0] == pytest.approx(1.0)
+    assert ring_cross_fraction(np.array([9.0]), np.array([10.0]))[0] == pytest.approx(1 / 9)
+
+
+def test_rank_assignment_moves_only_the_ring_share() -> None:
+    """16 nodes, 4 per leaf, 1:4 above the leaves (hashed routing): the unaligned share is that of load
+    (1 - 3/15) x 4; in switch order the ring's is that of load 1/4 x 4 = 1; the peer-uniform share (all-to-all,
+    PAT, tree) does not move."""
+    from engine.fabric.routing import CHANNELS_PER_NIC, crossing_share
+
+    net = dataclasses.replace(NET, oversub_leaf=4.0, routing="ecmp", fabric="roce")
+    aligned = dataclasses.replace(net, ring_aligned=True)
+    plain, ordered = place(net, np.array([16.0]), np.array([8.0])), place(aligned, np.array([16.0]), np.array([8.0]))
+    assert plain.share_ring[0] == plain.share[0]
+    assert ordered.share[0] == plain.share[0]
+    unaligned_load, ring_load = (1 - 3 / 15) * 4.0, 4.0 / 16.0 * 4.0
+    assert plain.share[0] == pytest.approx(crossing_share("ecmp", "roce", unaligned_load, CHANNELS_PER_NIC)[()])
+    assert ordered.share_ring[0] == pytest.approx(crossing_share("ecmp", "roce", ring_load, CHANNELS_PER_NIC)[()])
+    assert ordered.share_ring[0] > plain.share_ring[0]

@@ -91,6 +91,23 @@ def test_oversubscription_above_the_pods_slows_only_the_outer_dp_reduction(place
         assert dp7 > 3.0 * dp1 and pp7 == pytest.approx(pp1)
 
 
+def test_a_topology_aware_rank_order_spares_the_outer_dp_ring_the_oversubscribed_tier() -> None:
+    """Outer DP (8 ranks, 2 per pod of 8 nodes) under 1:7 above the pods: in switch order the ring leaves each of
+    the 4 pods once (4 of 8 edges, load 4/8 x 7 = 3.5 instead of 6/7 x 7 = 6), so the all-gather over it (the
+    cheaper of its ring and PAT) is faster than unaligned, and not faster than unaligned at 1:1; an all-to-all
+    over the same group, whose partners spread over every pod, does not move."""
+    nbytes = np.array([1e9])
+    (c7, lay), (c1, _) = _pods("outer", 7.0), _pods("outer", 1.0)
+    a7 = dataclasses.replace(c7, ring_aligned=True)
+    g7, g1, ga = fabric_groups(c7, lay), fabric_groups(c1, lay), fabric_groups(a7, lay)
+    ring_ag = {name: g.time(CollectiveKind.ALL_GATHER, nbytes, ParallelGroup.DP)[0]
+               for name, g in (("unaligned 1:7", g7), ("unaligned 1:1", g1), ("aligned 1:7", ga))}
+    assert ring_ag["aligned 1:7"] < ring_ag["unaligned 1:7"]
+    assert ring_ag["aligned 1:7"] >= ring_ag["unaligned 1:1"] * (1 - 1e-12)
+    assert (ga.time(CollectiveKind.ALL_TO_ALL, nbytes, ParallelGroup.DP)[0]
+            == pytest.approx(g7.time(CollectiveKind.ALL_TO_ALL, nbytes, ParallelGroup.DP)[0]))
+
+
 def test_outer_dp_x_cp_group_is_cp_blocks_strided_over_the_job() -> None:
     """TP 2, CP 2, PP 2, DP 4 on 32 GPUs, outer: a DP x CP group is 2 CP ranks 2 apart (one node) in each of 4
     blocks 8 GPUs apart: 2 ranks per node over 4 nodes (inner: 8 ranks 2 apart, 4 per node over 2 nodes)."""
