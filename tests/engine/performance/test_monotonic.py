@@ -53,6 +53,11 @@ def test_more_bandwidth_more_nics_less_oversubscription_adaptive_never_slower(na
                   <= base * (1 + tol))
     fewer_nics = steps(nic_gbps=400, nics_per_node=4)
     assert np.all(steps(nic_gbps=400, nics_per_node=8) <= fewer_nics * (1 + tol))
+    # ranks in switch order (cluster.rank_assignment): rings cross the oversubscribed tier less, nothing crosses more
+    aligned = steps(nic_gbps=200, oversubscription=2.0, routing="ecmp", fabric="roce", rank_assignment="topology-aware")
+    assert np.all(aligned <= base * (1 + tol))
+    assert np.all(steps(nic_gbps=200, oversubscription=1.0, routing="ecmp", fabric="roce",
+                        rank_assignment="topology-aware") <= aligned * (1 + tol))
 
 
 @pytest.mark.parametrize("slow_gpu,fast_gpu", [("A100-80GB", "H100-SXM"), ("H100-SXM", "B200")])
