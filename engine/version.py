@@ -165,6 +165,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # block of the group under a leaf or pod once (placement.ring_cross_fraction, Placement.share_ring, used by the
     # ring and NVLS schedules); the Llama 3 405B rows state it (Meta's topology-aware rank assignment)
     "2.22.0": "d2eb5c723d537f6900a0d4b6c0d5f6c47d8411e10c2d6a1d64852ce1f216ec7a",
+    # 2.22.1 (no result change): placement.py's and data_parallel.py's module texts say what 2.21.0 / 2.22.0 added
+    "2.22.1": "5a025f690fa6a34a7d20cec24c9a561bdb45851d8ca20c209296322090a0f8bc",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

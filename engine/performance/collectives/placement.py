@@ -6,7 +6,9 @@ group is then CP blocks strided over the job, :func:`place_nested`), so a group 
 domains. NCCL knows nothing of switches: ring and tree neighbours follow the rank order, which the launcher's
 host list does not align with leaves, so a hop leaves its leaf with probability ``1 - (m-1)/(N-1)`` where ``m``
 of the group's ``N`` nodes share the leaf (the same holds exactly for all-to-all destinations). Same for the pod
-(spine) tier. Inter-node traffic runs at the node's NIC rate times the routing share
+(spine) tier. Where the scheduler orders ranks by switch (``cluster.rank_assignment`` topology-aware) a ring
+leaves each block of ``m`` once, ``ceil(N/m)/N`` of its edges (:func:`ring_cross_fraction`, ``share_ring``);
+all-to-all, PAT and tree partners keep the unaligned fraction. Inter-node traffic runs at the node's NIC rate times the routing share
 (:func:`engine.fabric.routing.crossing_share`) of every tier it crosses, with load = crossing fraction x that
 tier's oversubscription; hop latency grows with the highest tier crossed.
 """

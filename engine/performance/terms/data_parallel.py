@@ -4,8 +4,9 @@ ZeRO-0 all-reduces the gradients, ZeRO >= 1 reduce-scatters them and all-gathers
 with the last micro-batch's backward (gradients) and the first one's forward (weights) where the framework does
 so, bucketed: the last bucket is always exposed. With v > 1 model chunks the reduction of chunk c runs while the
 stage still computes the cool-down backwards of the chunks below it, (v-1)/v of min(p, m) micro-batch slots, and
-the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md). Either
-window is capped at the step's own compute (m micro-batches of pure compute on the stage, not the exposed
+the gather of chunk c+1 under the warm-up forwards of chunk c (Megatron-LM docs/distrib_optimizer.md), except the
+first chunk's share, which only its own last backward / first forward can hide, and nothing where the stack reduces
+a chunk after its last backward (:func:`first_chunk_exposure`). Either window is capped at the step's own compute (m micro-batches of pure compute on the stage, not the exposed
 communication inside them): traffic cannot hide under more compute than the step has (issue #22 item 3.4).
 Gradients are reduced in fp32 (Megatron), in bf16 with ZeRO-3 (FSDP). With HSDP (training.shard_group) ZeRO
 reduce-scatters and gathers over the shard group and the shards' gradients are all-reduced across the replicas
