@@ -167,6 +167,10 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.22.0": "d2eb5c723d537f6900a0d4b6c0d5f6c47d8411e10c2d6a1d64852ce1f216ec7a",
     # 2.22.1 (no result change): placement.py's and data_parallel.py's module texts say what 2.21.0 / 2.22.0 added
     "2.22.1": "5a025f690fa6a34a7d20cec24c9a561bdb45851d8ca20c209296322090a0f8bc",
+    # 2.23.0: training.cp_comm_type (p2p | all-gather): the all-gather form of context parallelism puts its K/V
+    # all-gather and dK/dV reduce-scatter in the critical path (terms/context_parallel.py); the Llama 3 128K row
+    # states it (arXiv 2407.21783 s.3.3.2)
+    "2.23.0": "2607a4f1632d7a48dcb0acc896baf3652dc7d572ca6b4164198866c8b88f47d9",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -184,6 +184,7 @@ def parse_training(doc: Any) -> TrainingSpec:
                            if d.get("framework_release") is not None else None),
         expert_kernel=read_choice(d, "expert_kernel", path),
         moe_dispatcher=read_choice(d, "moe_dispatcher", path),
+        cp_comm_type=str(read_choice(d, "cp_comm_type", path)),
         shard_group=read_int(d, "shard_group", path),  # None = auto (every DP x CP rank)
         recompute_modules=read_choice_set(d, "recompute_modules", path),
         activation_cache=_activation_cache(d, path, precision),

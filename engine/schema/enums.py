@@ -188,6 +188,18 @@ class DpPlacement(ChoiceSet):
     CHOICES = ((INNER, "DP inside PP (TP, CP, DP, PP)"), (OUTER, "DP outermost (TP, CP, PP, DP)"))
 
 
+class CpCommType(ChoiceSet):
+    """How context parallelism moves K and V (Megatron-Core ``--cp-comm-type``, Transformer Engine's
+    ``cp_comm_type``): ``p2p`` = ring attention, each step's K/V block sent to the next rank while the current one
+    is computed (Megatron-Core's default); ``all-gather`` = K and V of the whole sequence gathered before the
+    attention kernel and dK/dV reduce-scattered after it, in the critical path (Llama 3, arXiv 2407.21783
+    section 3.3.2: "the all-gather communication latency is exposed in the critical path")."""
+
+    P2P = "p2p"
+    ALL_GATHER = "all-gather"
+    CHOICES = ((P2P, "Ring (K/V blocks sent under attention)"), (ALL_GATHER, "All-gather of K/V (exposed)"))
+
+
 class RankAssignment(ChoiceSet):
     """How the job's nodes are ordered among its ranks, relative to the switches (docs/performance-model.md
     section 3, "Which tier the traffic crosses"). NCCL's rings follow the rank order: ``unaligned`` = the
@@ -245,5 +257,5 @@ CHOICE_SETS: dict[str, type[ChoiceSet]] = {
     "expert_kernel": ExpertKernel, "leaf_placement": LeafPlacement, "facility_mode": FacilityMode,
     "distribution": Distribution, "dp_placement": DpPlacement, "recompute_module": RecomputeModule,
     "activation_cache": ActivationCache, "optimizer_moments": OptimizerMoments,
-    "rank_assignment": RankAssignment,
+    "rank_assignment": RankAssignment, "cp_comm_type": CpCommType,
 }

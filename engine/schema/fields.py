@@ -26,6 +26,7 @@ from engine.schema.enums import (
     ActivationCache,
     Attention,
     ChoiceSet,
+    CpCommType,
     Distribution,
     DpPlacement,
     ExpertKernel,
@@ -291,6 +292,10 @@ FIELDS: tuple[Field, ...] = (
             "across nodes the all-gather traffic crosses the NICs, grows with EP and is never overlapped. Dense "
             "models ignore it. Written to the canonical document only when set (docs/performance-model.md "
             "section 3)"),
+    _f("training.cp_comm_type", "choice", "How context parallelism moves K and V (--cp-comm-type)", write=IF_SET,
+       choices=CpCommType, default=CpCommType.P2P, unset=CpCommType.P2P,
+       more="`all-gather` puts the K/V all-gather and dK/dV reduce-scatter in the critical path (Llama 3); "
+            "`p2p` hides the ring under the attention blocks (docs/performance-model.md section 3)"),
     # ---- parallelism (the canonical order of the writer: tp, pp, cp, ep, vpp, sequence_parallel, dp)
     _f("parallelism.tp", help="Tensor-parallel degree (divides model.heads)", **_DEGREE),
     _f("parallelism.pp", help="Pipeline-parallel degree (at most model.layers)", **_DEGREE),

@@ -178,6 +178,7 @@ class TrainingSpec:
     activation_cache: str | None = None  # an ActivationCache value; None = bf16
     recompute_layers: int | None = None  # layers of each pipeline chunk recomputed in full; None = all
     optimizer_moments: str | None = None  # an OptimizerMoments value; None = fp32
+    cp_comm_type: str = "p2p"  # a CpCommType value: how context parallelism moves K and V
 
 
 @dataclass(frozen=True)

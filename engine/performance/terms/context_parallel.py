@@ -1,6 +1,8 @@
-"""Context-parallel communication of one layer, one micro-batch (ring attention): all-gather of K and V forward,
-all-gather + reduce-scatter of dK and dV backward over the CP group (stride t), overlapped with the attention
-core it feeds. docs/performance-model.md s.3, s.3a."""
+"""Context-parallel communication of one layer, one micro-batch: all-gather of K and V forward, all-gather +
+reduce-scatter of dK and dV backward over the CP group (stride t). Ring attention (``training.cp_comm_type``
+``p2p``) overlaps them with the attention core they feed; the all-gather form (``all-gather``: Llama 3's, arXiv
+2407.21783 s.3.3.2) gathers before the kernel and reduce-scatters after it, all in the critical path.
+docs/performance-model.md s.3, s.3a."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def context_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, attn: 
     cp = lay.cp
     kv_bytes = lay.mb * ctx.seq * KV_TENSORS * shape.kv_local_elems * BYTES_ACT
     raw = CP_COLLECTIVES_PER_LAYER * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
-    floor = CP_EXPOSED_FLOOR * raw
+    floor = raw if ctx.cp_allgather else CP_EXPOSED_FLOOR * raw
     exposed = np.maximum(0.0, raw - (attn.forward_s + attn.backward_s))
     return ContextParallelComm(kv_bytes=kv_bytes, raw_s=np.where(cp > 1, raw, 0.0),
                                exposed_s=np.where(cp > 1, np.maximum(exposed, floor), 0.0),

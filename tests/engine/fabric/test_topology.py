@@ -253,3 +253,4 @@ def test_rank_assignment_is_read_refused_by_name_and_written_only_when_set() -> 
     assert plain.cluster.rank_assignment == "unaligned" and "rank_assignment" not in scenario_to_dict(plain)["cluster"]
     err = refusal(parse_scenario, dp_job(1024, rank_assignment="sorted"))
     assert err.field == "cluster.rank_assignment" and "topology-aware" in str(err)
+
