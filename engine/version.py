@@ -171,6 +171,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # all-gather and dK/dV reduce-scatter in the critical path (terms/context_parallel.py); the Llama 3 128K row
     # states it (arXiv 2407.21783 s.3.3.2)
     "2.23.0": "2607a4f1632d7a48dcb0acc896baf3652dc7d572ca6b4164198866c8b88f47d9",
+    # 2.23.1 (no result change): TrainingSpec.cp_comm_type and ClusterSpec.rank_assignment default to their enums'
+    # constants instead of repeating the values
+    "2.23.1": "23856fcfd2c4b7dfd2b0a3a6c70a6741123844f9ca65a0b206a74bc0f21e046b",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.errors import ScenarioError
-from engine.schema.enums import Fabric, LeafPlacement, Routing, TopologyKind
+from engine.schema.enums import CpCommType, Fabric, LeafPlacement, RankAssignment, Routing, TopologyKind
 from engine.schema.fields import (
     ALWAYS,
     AUTO,
@@ -178,7 +178,7 @@ class TrainingSpec:
     activation_cache: str | None = None  # an ActivationCache value; None = bf16
     recompute_layers: int | None = None  # layers of each pipeline chunk recomputed in full; None = all
     optimizer_moments: str | None = None  # an OptimizerMoments value; None = fp32
-    cp_comm_type: str = "p2p"  # a CpCommType value: how context parallelism moves K and V
+    cp_comm_type: str = CpCommType.P2P  # a CpCommType value: how context parallelism moves K and V
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ class ClusterSpec:
     # NCCL CollNet / SHARP all-reduce in the switches (NCCL_COLLNET_ENABLE=1); needs a switch with SHARP
     in_network_reduction: bool = False
     # how the job's nodes are ordered among its ranks (a RankAssignment value): rings cross tiers per block
-    rank_assignment: str = "unaligned"
+    rank_assignment: str = RankAssignment.UNALIGNED
     # GPUs the job uses in each rack-scale NVLink domain (cluster.gpus_per_rack); None = all gpus_per_node
     gpus_per_rack: int | None = None
     # a rack-scale system (GB200 / GB300 NVL72: the catalog GPU's node_sizes), sold and cabled as whole racks; set by
