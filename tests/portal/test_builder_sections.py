@@ -221,3 +221,28 @@ def catalog_items() -> list[dict[str, Any]]:
 
     _version, values = services.catalog_resolve(catalog=None)
     return list(values.values())
+
+
+def test_untouched_edit_keeps_settings_without_an_input(client: Any, make_user: Any, team: Any,
+                                                        catalog: Any) -> None:
+    """A scenario made over the API with a sliding attention window (model.attention_window), the all-gather form
+    of context parallelism (training.cp_comm_type) and ranks in switch order (cluster.rank_assignment, which has an
+    input) keeps all three through an untouched edit in the builder."""
+    from planning import services
+
+    user = make_user("planner", team=team)
+    model = {**copy.deepcopy(MOE_MODEL), "attention_window": 1024}
+    training = {**copy.deepcopy(MOE_TRAINING), "cp_comm_type": "all-gather"}
+    cluster = {**copy.deepcopy(ROCE_CLUSTER), "rank_assignment": "topology-aware"}
+    workload = services.workload_create(team=team, user=user, name="windowed", model=model, training=training,
+                                        parallelism=copy.deepcopy(MOE_PARALLELISM))
+    s = services.scenario_create(team=team, user=user, name="windowed", workload=workload, cluster=cluster,
+                                 costs={"usd_per_kwh": 0.08, "pue": 1.3})
+    login(client, user)
+    posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
+    r = client.post(reverse("scenario-edit", args=[s.pk]), posted)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    s.refresh_from_db()
+    assert s.workload.model == model
+    assert s.workload.training == training
+    assert s.cluster == cluster
