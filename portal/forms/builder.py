@@ -26,6 +26,7 @@ from portal.forms.builder_sections import (
 from portal.forms.common import (
     ACTIVATION_CACHE_CHOICES,
     COST_FIELDS,
+    CP_COMM_TYPE_CHOICES,
     DISPATCHER_CHOICES,
     DISTRIBUTION_CHOICES,
     FABRIC_CHOICES,
@@ -99,6 +100,9 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                                           label="Optimizer moments format",
                                           help_text=f"{field('training.optimizer_moments').help}; "
                                                     "master weights stay fp32")
+    cp_comm_type = forms.ChoiceField(choices=CP_COMM_TYPE_CHOICES, initial="", required=False,
+                                     label="Context-parallel communication",
+                                     help_text=f"{field('training.cp_comm_type').help}; only with CP > 1")
     framework = forms.ChoiceField(choices=FRAMEWORK_CHOICES, initial=AUTO, required=False,
                                   label="Training framework",
                                   help_text="Which communication it overlaps, from its documented defaults")
@@ -192,6 +196,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "training.micro_batch": "global_batch", "training.zero": "par_mode", "training.shard_group": "par_mode",
         "training.recompute_layers": "recompute_layers", "training.recompute_modules": "recompute",
         "training.activation_cache": "activation_cache", "training.optimizer_moments": "optimizer_moments",
+        "training.cp_comm_type": "cp_comm_type",
         "training.framework_release": "framework",
         "parallelism": "par_mode", "parallelism.tp": "tp", "parallelism.pp": "pp", "parallelism.dp": "par_mode",
         "parallelism.cp": "cp", "parallelism.ep": "ep", "parallelism.etp": "etp", "parallelism.vpp": "vpp",

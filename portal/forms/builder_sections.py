@@ -20,7 +20,7 @@ from portal.forms.common import FLEET_CLUSTER_FIELDS
 from portal.presets import MLA_PRESET_FIELDS, MOE_PRESET_FIELDS
 
 #: optional training inputs, each written only when given (its form field has the key's name); empty = not written
-OPTIONAL_TRAINING = ("recompute_layers", "activation_cache", "optimizer_moments")
+OPTIONAL_TRAINING = ("recompute_layers", "activation_cache", "optimizer_moments", "cp_comm_type")
 #: training keys the builder has inputs for (written by training_section)
 FORM_TRAINING = ("global_batch", "tokens", "precision", "recompute", "framework", "moe_dispatcher",
                  *OPTIONAL_TRAINING)

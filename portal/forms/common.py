@@ -11,6 +11,7 @@ from django import forms
 from engine.schema.bounds import bound_for
 from engine.schema.enums import (
     ActivationCache,
+    CpCommType,
     Distribution,
     Fabric,
     Framework,
@@ -39,6 +40,8 @@ RECOMPUTE_CHOICES = [(AUTO, "Auto"), *Recompute.choices()]
 #: "" = the engine's default (bf16 activations, fp32 moments), i.e. no training key written
 ACTIVATION_CACHE_CHOICES = [
     ("", f"Default ({ActivationCache.label(BY_PATH['training.activation_cache'].default)})"), *ActivationCache.choices()]
+CP_COMM_TYPE_CHOICES = [
+    ("", f"Default ({CpCommType.label(BY_PATH['training.cp_comm_type'].default)})"), *CpCommType.choices()]
 OPTIMIZER_MOMENTS_CHOICES = [
     ("", f"Default ({OptimizerMoments.label(BY_PATH['training.optimizer_moments'].default)})"),
     *OptimizerMoments.choices()]

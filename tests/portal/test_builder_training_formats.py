@@ -1,5 +1,6 @@
 """The builder's inputs for partial full recomputation (training.recompute_layers), the FFN activation cache format
-(training.activation_cache) and Adam's moment format (training.optimizer_moments): posted values are written to the
+(training.activation_cache), Adam's moment format (training.optimizer_moments) and how context parallelism moves
+K and V (training.cp_comm_type): posted values are written to the
 scenario, an edit shows and keeps them, emptying an input removes its key, and the combinations the engine's parser
 refuses are refused beside the input with its message (a page with the field's error, nothing saved)."""
 
@@ -17,7 +18,8 @@ from tests.portal.test_pages import login
 
 pytestmark = pytest.mark.django_db
 
-FORMATS = {"recompute_layers": 5, "activation_cache": "fp8", "optimizer_moments": "bf16"}
+FORMATS = {"recompute_layers": 5, "activation_cache": "fp8", "optimizer_moments": "bf16",
+           "cp_comm_type": "all-gather"}
 #: FP8 with full recomputation: every format setting is valid on an H100
 FP8_FULL = {**BUILDER_POST, "precision": "fp8", "recompute": "full"}
 
@@ -52,7 +54,7 @@ def test_each_input_writes_its_key(client: Any, make_user: Any, catalog: Any, ke
 def test_empty_inputs_write_no_key(client: Any, make_user: Any, catalog: Any) -> None:
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**FP8_FULL, "name": "defaults", "recompute_layers": "",
-                                              "activation_cache": "", "optimizer_moments": ""})
+                                              "activation_cache": "", "optimizer_moments": "", "cp_comm_type": ""})
     assert r.status_code == 302, r.content.decode()[:2000]
     assert not set(FORMATS) & set(_saved("defaults").workload.training)
 
@@ -62,7 +64,8 @@ def test_an_edit_shows_and_keeps_them(client: Any, make_user: Any, team: Any, ca
     s = _stored_scenario(team, user)
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
-    assert (posted["recompute_layers"], posted["activation_cache"], posted["optimizer_moments"]) == ("5", "fp8", "bf16")
+    assert (posted["recompute_layers"], posted["activation_cache"], posted["optimizer_moments"],
+            posted["cp_comm_type"]) == ("5", "fp8", "bf16", "all-gather")
     r = client.post(reverse("scenario-edit", args=[s.pk]), posted)
     assert r.status_code == 302, r.content.decode()[:2000]
     s.refresh_from_db()
@@ -80,7 +83,8 @@ def test_emptying_an_input_removes_its_key(client: Any, make_user: Any, team: An
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     r = client.post(reverse("scenario-edit", args=[s.pk]),
-                    {**posted, "recompute_layers": "", "activation_cache": "", "optimizer_moments": ""})
+                    {**posted, "recompute_layers": "", "activation_cache": "", "optimizer_moments": "",
+                     "cp_comm_type": ""})
     assert r.status_code == 302, r.content.decode()[:2000]
     s.refresh_from_db()
     assert not set(FORMATS) & set(s.workload.training)
