@@ -174,6 +174,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.23.1 (no result change): TrainingSpec.cp_comm_type and ClusterSpec.rank_assignment default to their enums'
     # constants instead of repeating the values
     "2.23.1": "23856fcfd2c4b7dfd2b0a3a6c70a6741123844f9ca65a0b206a74bc0f21e046b",
+    # 2.23.2 (no result change): placement._spread takes the leaf/pod fractions and the routing share from one pair
+    # of helpers for both the unaligned and the ring-in-switch-order figures (2.22.0 had written the second copy out)
+    "2.23.2": "ba96a463ed12d41c907897226bb2167cd7bc2361f1f91909c570e94e48c2d7a6",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

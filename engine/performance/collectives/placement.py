@@ -15,6 +15,7 @@ tier's oversubscription; hop latency grows with the highest tier crossed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,26 +146,32 @@ def place_nested(net: Net, n_in: Count, stride_in: Count, n_out: Count, stride_o
     return _spread(net, n, k, nodes, np.maximum(nodes, span_gpus / net.domain))
 
 
-def _spread(net: Net, n: Count, k: Count, nodes: Count, span_nodes: Count) -> Placement:
-    """The tiers a group of ``nodes`` domains spread over ``span_nodes`` job nodes crosses, and what they cost."""
-    dens = nodes / span_nodes  # share of spanned nodes that hold a member
-    f_leaf = cross_fraction(net.leaf_nodes * dens, nodes) if net.tiers >= LEAF_TIER else np.zeros_like(nodes)
-    f_pod = np.where(net.tiers >= POD_TIER, cross_fraction(net.pod_nodes * dens, nodes), 0.0)
+def _tier_fractions(net: Net, fraction: Callable[[Arr, Count], Ratio], dens: Ratio,
+                    nodes: Count) -> tuple[Ratio, Ratio]:
+    """The leaf and pod crossing fractions of a group of ``nodes`` domains at density ``dens``, by ``fraction``
+    (:func:`cross_fraction` or :func:`ring_cross_fraction`); zero for a tier the fabric does not have."""
+    f_leaf = fraction(net.leaf_nodes * dens, nodes) if net.tiers >= LEAF_TIER else np.zeros_like(nodes)
+    f_pod = np.where(net.tiers >= POD_TIER, fraction(net.pod_nodes * dens, nodes), 0.0)
+    return f_leaf, f_pod
+
+
+def _routing_share(net: Net, f_leaf: Ratio, f_pod: Ratio) -> Ratio:
+    """Throughput / demand of traffic crossing the leaf and pod tiers at those fractions: the smaller tier share."""
     flows = CHANNELS_PER_NIC
     s_leaf = np.where(f_leaf > 0, crossing_share(net.routing, net.fabric, f_leaf * net.oversub_leaf, flows, net.qps,
                                                  net.pinned_share), 1.0)
     s_pod = np.where(f_pod > 0, crossing_share(net.routing, net.fabric, f_pod * net.oversub_spine, flows, net.qps,
                                                net.pinned_share), 1.0)
-    share = np.minimum(s_leaf, s_pod)
-    share_ring = share
-    if net.ring_aligned:
-        r_leaf = ring_cross_fraction(net.leaf_nodes * dens, nodes) if net.tiers >= LEAF_TIER else np.zeros_like(nodes)
-        r_pod = np.where(net.tiers >= POD_TIER, ring_cross_fraction(net.pod_nodes * dens, nodes), 0.0)
-        share_ring = np.minimum(
-            np.where(r_leaf > 0, crossing_share(net.routing, net.fabric, r_leaf * net.oversub_leaf, flows, net.qps,
-                                                net.pinned_share), 1.0),
-            np.where(r_pod > 0, crossing_share(net.routing, net.fabric, r_pod * net.oversub_spine, flows, net.qps,
-                                               net.pinned_share), 1.0))
+    return np.minimum(s_leaf, s_pod)
+
+
+def _spread(net: Net, n: Count, k: Count, nodes: Count, span_nodes: Count) -> Placement:
+    """The tiers a group of ``nodes`` domains spread over ``span_nodes`` job nodes crosses, and what they cost."""
+    dens = nodes / span_nodes  # share of spanned nodes that hold a member
+    f_leaf, f_pod = _tier_fractions(net, cross_fraction, dens, nodes)
+    share = _routing_share(net, f_leaf, f_pod)
+    share_ring = (_routing_share(net, *_tier_fractions(net, ring_cross_fraction, dens, nodes)) if net.ring_aligned
+                  else share)
     hop = _hop_latency(net, f_leaf, f_pod)
     if net.alpha_override is not None:
         hop = np.full_like(n, net.alpha_override)
