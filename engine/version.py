@@ -177,6 +177,13 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.23.2 (no result change): placement._spread takes the leaf/pod fractions and the routing share from one pair
     # of helpers for both the unaligned and the ring-in-switch-order figures (2.22.0 had written the second copy out)
     "2.23.2": "ba96a463ed12d41c907897226bb2167cd7bc2361f1f91909c570e94e48c2d7a6",
+    # 2.24.0: model.parallel_block (terms/block.py): the GPT-J / PaLM / MegaScale parallel transformer block - one
+    # layernorm and one residual add (8h of elementwise traffic instead of 12h, two launches fewer), one layernorm
+    # input and one shared GEMM input kept (4h instead of 8h), one fp8 output-gradient cast, and the branches'
+    # tensor-parallel outputs reduced once per pass (GPT-NeoX gpt_j_residual): one exposed pair per layer fewer.
+    # The MegaScale arm's two rows state it (Sec. 3.1): +11.4% / +12.4% -> +8.2% / +9.2%; network set 10.7% ->
+    # 10.1%, all sets LOSO 8.6% -> 8.5%
+    "2.24.0": "2b0d2dabd4d1d9643386e85222f52ad945bb308fd56acacacdd81a11b7277064",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -148,6 +148,10 @@ def parse_model(doc: Any) -> ModelSpec:
     window = read_int(d, "attention_window", path) if d.get("attention_window") is not None else 0
     if window >= seq_len:
         window = 0  # a window as long as the sequence is full attention
+    parallel_block = bool(read_bool(d, "parallel_block", path, default=declared_default("model.parallel_block")))
+    if parallel_block and moe is not None:
+        raise ScenarioError("model.parallel_block", "the parallel block is modelled for dense models only: leave "
+                                                    "model.parallel_block out (or false) with model.moe")
     return ModelSpec(
         name=name,
         layers=layers,
@@ -162,6 +166,7 @@ def parse_model(doc: Any) -> ModelSpec:
         head_dim=head_dim,
         attention_window=window,
         mla=mla,
+        parallel_block=parallel_block,
     )
 
 

@@ -140,6 +140,7 @@ class Context:
     framework_release: str | None = None
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS
     attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
+    parallel_block: bool = False  # model.parallel_block: attention and FFN from one layernorm (terms/block.py)
     shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
     # training.recompute_modules: what selective recomputation regenerates (RecomputeModule values)
     recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
@@ -267,6 +268,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         oversub_leaf=net["oversub_leaf"],
         oversub_spine=net["oversub_spine"],
         attention_window=float(getattr(m, "attention_window", 0) or 0),
+        parallel_block=bool(getattr(m, "parallel_block", False)),
     )
 
 

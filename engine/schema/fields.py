@@ -182,6 +182,13 @@ FIELDS: tuple[Field, ...] = (
             "2). Chunked attention (Llama 4's local layers) is costed as a sliding window of the chunk, up to 2x "
             "its kernel work; models that mix local and global layers are not expressible yet. A window of "
             "seq_len or more is full attention"),
+    _f("model.parallel_block", "bool", "Attention and FFN in parallel from one layernorm (GPT-J / PaLM block)",
+       default=False, write=IF_SET, unset=False,
+       more="z = x + Attn(LN(x)) + FFN(LN(x)) instead of the serial block (GPT-J, PaLM, Falcon, MegaScale): the "
+            "same FLOPs, one layernorm and one residual add, half the layernorm activations kept, and one tensor-"
+            "parallel output reduction per layer and pass instead of two (the branches are added first, as "
+            "GPT-NeoX's gpt_j_residual does). Dense models only: refused with model.moe "
+            "(docs/performance-model.md section 2)"),
     _f("model.moe", "object", "Mixture of experts (absent: a dense model)", write=CUSTOM),
     _f("model.moe.experts", "int", "Routed experts per MoE layer", default=MANDATORY),
     _f("model.moe.top_k", "int", "Experts each token is routed to (at most experts)", default=MANDATORY),

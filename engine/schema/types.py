@@ -151,6 +151,7 @@ class ModelSpec:
     head_dim: int = 0  # 0 = hidden // heads; set for models whose heads are not hidden/heads wide
     attention_window: int = 0  # 0 = full attention; else tokens each query attends to (sliding window / chunks)
     mla: MlaSpec | None = None  # multi-head latent attention (None: standard multi-head / grouped-query attention)
+    parallel_block: bool = False  # attention and FFN from one layernorm, added together (GPT-J / PaLM block)
 
     @property
     def dim_head(self) -> int:

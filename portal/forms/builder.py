@@ -64,6 +64,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     kv_heads = int_input("model.kv_heads", label="KV heads")
     ffn_hidden = int_input("model.ffn_hidden", label="FFN hidden")
     gated_ffn = forms.BooleanField(required=False, label="Gated FFN (SwiGLU)")
+    parallel_block = forms.BooleanField(required=False, label="Parallel block (attention beside FFN)",
+                                        help_text=f"{field('model.parallel_block').help}; dense models only")
     vocab = int_input("model.vocab", label="Vocabulary")
     seq_len = int_input("model.seq_len", label="Sequence length")
     # mixture of experts (all empty = a dense model)
@@ -186,7 +188,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "name": "name", "description": "description",
         "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
-        "model.gated_ffn": "gated_ffn", "model.vocab": "vocab", "model.seq_len": "seq_len",
+        "model.gated_ffn": "gated_ffn", "model.parallel_block": "parallel_block", "model.vocab": "vocab",
+        "model.seq_len": "seq_len",
         "model.head_dim": "heads", "model.mla": "mla_kv_lora_rank", "model.moe": "moe_experts",
         **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},
         **{f"model.mla.{key}": field for field, key in MLA_FIELDS.items()},

@@ -44,8 +44,8 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 #: model keys the builder writes (head_dim, mla and moe by their own rules in model_section)
-FORM_MODEL = ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_ffn", "vocab", "seq_len",
-              "head_dim", "mla", "moe")
+FORM_MODEL = ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_ffn", "parallel_block", "vocab",
+              "seq_len", "head_dim", "mla", "moe")
 #: model keys the builder has no input for, kept from the stored scenario (e.g. attention_window)
 KEPT_MODEL = tuple(sorted(k for k in keys("model") if k not in FORM_MODEL))
 
@@ -59,6 +59,8 @@ def model_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, An
         "kv_heads": d["kv_heads"], "ffn_hidden": d["ffn_hidden"], "gated_ffn": bool(d.get("gated_ffn")),
         "vocab": d["vocab"], "seq_len": d["seq_len"],
     }
+    if d.get("parallel_block"):  # written only when set, as the canonical document does
+        model["parallel_block"] = True
     model.update({k: copy.deepcopy(base[k]) for k in KEPT_MODEL if k in base})
     same_heads = (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"])
     inputs = "mla_kv_lora_rank" in d  # the form's MLA inputs (their initial values are the stored ones)

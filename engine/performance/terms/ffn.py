@@ -9,16 +9,18 @@ import numpy as np
 
 from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
+from engine.performance.terms.block import elementwise_kernels_saved, replicated_elementwise_per_h
 from engine.performance.terms.kernels import gemm_time, hbm_time, launches
 from engine.performance.terms.moe_balance import busiest_rank_factor
 from engine.performance.terms.shape import LayoutShape
 from engine.units import Count, Ratio, Seconds
 
-# Elementwise traffic per token per layer, forward, in units of h elements: 2 layernorms (read + write h each:
-# 4h) and 2 dropout + residual adds (read 2h, write h, mask h: 8h) = 12h; divided by t only with sequence
-# parallelism. The FFN activation adds k f / t (GeLU: read + write f; SwiGLU: read 2f, write f).
-REPLICATED_EW_ELEMS_PER_H = 12.0
-# Memory-bound kernel launches per dense layer forward (the passes above; a count, not fitted).
+# Elementwise traffic per token per layer, forward, in units of h elements: the layernorms and the dropout +
+# residual adds (terms/block.replicated_elementwise_per_h: 12h for the serial block, 8h for the parallel one);
+# divided by t only with sequence parallelism. The FFN activation adds k f / t (GeLU: read + write f; SwiGLU: read
+# 2f, write f).
+# Memory-bound kernel launches per dense layer forward of the serial block (the passes above; a count, not fitted);
+# the parallel block makes terms/block.elementwise_kernels_saved fewer.
 DENSE_EW_KERNELS = 6.0
 # MoE token permutation: each routed copy is permuted before the experts and un-permuted after (2 passes of h).
 MOE_PERMUTE_PASSES = 2.0
@@ -48,7 +50,7 @@ class MoeFfn:
 
 
 def replicated_elems(ctx: Context, shape: LayoutShape) -> Count:
-    return REPLICATED_EW_ELEMS_PER_H * ctx.hidden / shape.sequence_shard_ranks
+    return replicated_elementwise_per_h(ctx) * ctx.hidden / shape.sequence_shard_ranks
 
 
 def ffn_gemm_time(ctx: Context, ffn: float, tokens: Count, tp: Count, count: Count | float = 1.0,
@@ -65,7 +67,8 @@ def dense_ffn(ctx: Context, lay: Layouts, shape: LayoutShape) -> DenseFfn:
     rep = replicated_elems(ctx, shape)
     act = (ctx.mats) * ctx.dense_ffn / lay.tp
     return DenseFfn(gemm_s=ffn_gemm_time(ctx, ctx.dense_ffn, m_tok, lay.tp),
-                    elementwise_s=hbm_time(ctx, m_tok * BYTES_ACT * (rep + act)) + launches(DENSE_EW_KERNELS),
+                    elementwise_s=hbm_time(ctx, m_tok * BYTES_ACT * (rep + act))
+                    + launches(DENSE_EW_KERNELS - elementwise_kernels_saved(ctx)),
                     replicated_elems=rep, activation_elems=act)
 
 

@@ -12,6 +12,7 @@ from engine.performance.attention_widths import KV_TENSORS
 from engine.performance.context import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Context, Layouts
 from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP8_TILE_SCALE_BYTES, FP32_BYTES
 from engine.performance.terms.attention import AttentionCore
+from engine.performance.terms.block import stage_share
 from engine.performance.terms.ffn import DenseFfn, MoeFfn
 from engine.performance.terms.kernels import (
     BWD_GEMM_FACTOR,
@@ -29,7 +30,8 @@ from engine.units import Count, Seconds
 # fp8 (Transformer Engine recipe): every GEMM operand is cast with its transpose (hardware.FP8_CAST_BYTES).
 # Forward: the inputs of the output projection and FFN-out (the QKV and FFN-in casts are fused into the
 # preceding layernorm): 2 kernels. Backward: the output gradient of every GEMM (QKV, output projection, FFN-in,
-# FFN-out): 4 kernels, of which the output projection and FFN-out gradients are h wide.
+# FFN-out): 4 kernels, of which the output projection and FFN-out gradients are h wide - one per block stage
+# (terms/block.stage_share: the parallel block's two branches get the same output gradient, cast once).
 FP8_CAST_KERNELS_FWD = 2.0
 FP8_CAST_KERNELS_BWD = 4.0
 FP8_H_WIDE_GRADS = 2.0
@@ -38,7 +40,8 @@ BWD_EW_FACTOR = 2.0
 # Selective recomputation, by module (training.recompute_modules; default everything except GEMMs: Korthikanti et
 # al. 2022, Megatron-Core --recompute-modules layernorm moe_act core_attn): the two layernorm outputs (read + write
 # h each: 4h elements, 2 kernels), the FFN activation output (1 kernel), the unfused attention core; "mlp" redoes
-# the FFN's forward GEMMs as well.
+# the FFN's forward GEMMs as well. Layernorm figures are the serial block's two; the parallel block has one
+# (terms/block.stage_share).
 SELECTIVE_LN_ELEMS_PER_H = 4.0
 SELECTIVE_LN_KERNELS = 2.0  # the two layernorms (training.recompute_modules "layernorm")
 SELECTIVE_ACT_KERNELS = 1.0  # the FFN activation function ("activation"; "mlp" recomputes it with the FFN GEMMs)
@@ -106,18 +109,20 @@ def fp8_casts(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, 
     f_eff = dense_fraction(shape) * ctx.dense_ffn + f * ctx.expert_ffn * (ctx.top_k + ctx.shared_experts)
     # training.activation_cache fp8: the FFN-in outputs are quantised once forward and dequantised once backward
     cache = fp8_ffn_cache_pass_bytes(ctx) * (ctx.mats - 1.0) * f_eff / tp
+    h_wide = FP8_H_WIDE_GRADS * stage_share(ctx)  # output gradients of the output projection and FFN-out
     cast_fwd = cast_bytes * (a.o / tp + f_eff / tp) + cache
-    cast_bwd = cast_bytes * ((a.q + a.k_v) / tp + FP8_H_WIDE_GRADS * ctx.hidden
+    cast_bwd = cast_bytes * ((a.q + a.k_v) / tp + h_wide * ctx.hidden
                                     / shape.sequence_shard_ranks + (ctx.mats - 1.0) * f_eff / tp) + cache
     m_tok = shape.microbatch_tokens
     return (hbm_time(ctx, m_tok * cast_fwd) + launches(FP8_CAST_KERNELS_FWD),
-            hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD))
+            hbm_time(ctx, m_tok * cast_bwd) + launches(FP8_CAST_KERNELS_BWD - FP8_H_WIDE_GRADS + h_wide))
 
 
 def selective_recompute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: AttentionCore, ffn_gemm_s: Seconds,
                         activation_elems: Count) -> Seconds:
     """What selective recomputation costs per layer and micro-batch, module by module (ctx.recompute_modules):
-    layernorm = an HBM pass over the two layernorm outputs (4h / sp elements per token) + 2 launches; activation =
+    layernorm = an HBM pass over the two layernorm outputs (4h / sp elements per token) + 2 launches (one layernorm,
+    2h and 1 launch, in the parallel block: terms/block.stage_share); activation =
     a pass over the FFN activation's elements + 1 launch; core_attn = the attention core's forward where it is
     unfused (a fused kernel stores no scores to drop); mlp = the FFN's forward GEMMs + its activation; mla_up_proj =
     MLA's up-projection GEMMs (terms.mla)."""
@@ -125,8 +130,9 @@ def selective_recompute(ctx: Context, lay: Layouts, shape: LayoutShape, attn: At
     m_tok = shape.microbatch_tokens
     out = np.zeros_like(np.asarray(m_tok, dtype=np.float64))
     if RecomputeModule.LAYERNORM in mods:
-        out = out + hbm_time(ctx, m_tok * BYTES_ACT * SELECTIVE_LN_ELEMS_PER_H * ctx.hidden
-                             / shape.sequence_shard_ranks) + launches(SELECTIVE_LN_KERNELS)
+        share = stage_share(ctx)
+        out = out + hbm_time(ctx, m_tok * BYTES_ACT * SELECTIVE_LN_ELEMS_PER_H * share * ctx.hidden
+                             / shape.sequence_shard_ranks) + launches(SELECTIVE_LN_KERNELS * share)
     if RecomputeModule.ACTIVATION in mods or RecomputeModule.MLP in mods:
         out = out + hbm_time(ctx, m_tok * BYTES_ACT * activation_elems) + launches(SELECTIVE_ACT_KERNELS)
     if RecomputeModule.MLP in mods:

@@ -4,8 +4,9 @@ buffers, logits. docs/performance-model.md s.6 (equations and sources).
 Activations per token per layer (Korthikanti et al. 2022, generalised to GQA / gated FFN / MoE; attention scores are
 never stored by a fused kernel, so no 5as^2 term). Replicated part (divided by t only with sequence parallelism):
 layernorm inputs 2 x 2h and the QKV and FFN-in GEMM inputs 2 x 2h (8h), with hidden dropout two 1-byte masks (+2h).
-Sharded part: Q and the attention output 2 x 2qd, K and V 4gd (MLA: Q, K, V and output at their widths plus the
-latents, replicated; engine.performance.attention_widths), the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
+The parallel block (model.parallel_block) has one layernorm whose output both GEMMs read: half the layernorm
+tensors and fp8 copies (terms/block.stage_share). Sharded part: Q and the attention output 2 x 2qd, K and V 4gd
+(MLA: Q, K, V and output at their widths plus the latents, replicated; engine.performance.attention_widths), the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
 Engine): the GEMMs keep their fp8-cast inputs for the weight gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out
 input 1 B (-f); the attention output stays bf16 and the output projection keeps its own fp8 copy (+qd). MoE: the
 FFN part per active expert, plus each routed copy of the token (the experts' input in the dispatch precision and
@@ -25,6 +26,7 @@ from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES, FP8_T
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
+from engine.performance.terms.block import stage_share
 from engine.performance.terms.expert_parallel import dispatch_elem_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import (
@@ -111,8 +113,10 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     tp, rc, sp_div = lay.tp, lay.recompute, shape.sequence_shard_ranks
     h, f_d, a = ctx.hidden, ctx.dense_ffn, ctx.attn
     fp8 = ctx.elem_bytes < BF16_BYTES  # fp8, MXFP8, NVFP4: GEMM inputs saved quantised (NVFP4 counted as fp8's 1 B)
-    rep = (ACT_REPLICATED_PER_H + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
-           - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h + BYTES_ACT * a.latent_elems
+    ln_share = stage_share(ctx)  # the parallel block keeps one layernorm's input and output, one fp8 copy
+    fp8_inputs = FP8_GEMM_INPUTS_SAVED_PER_H * ln_share if fp8 else 0.0
+    rep = (ACT_REPLICATED_PER_H * ln_share + (DROPOUT_MASKS_PER_H if ctx.dropout else 0.0)
+           - fp8_inputs) * h + BYTES_ACT * a.latent_elems
     ffn_per_f = FFN_ACT_PER_F[ctx.mats] - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0) - fp8_ffn_cache_saved_per_f(ctx)
     active_experts = ctx.top_k + ctx.shared_experts
     f = shape.moe_layer_fraction
@@ -122,7 +126,7 @@ def layer_activations(ctx: Context, lay: Layouts, shape: LayoutShape) -> LayerAc
     shard = (BYTES_ACT * (a.q + a.o + a.k_v) + (FP8_OUTPUT_PROJ_COPY_PER_QD * a.o if fp8 else 0.0)
              + (1.0 - f) * (ffn_per_f * f_d) + f * (ffn_per_f * ctx.expert_ffn * active_experts))
     stored = rep / sp_div + shard / tp + routed_copies
-    ln_out = (SELECTIVE_LN_OUTPUT_PER_H - (FP8_GEMM_INPUTS_SAVED_PER_H if fp8 else 0.0)) * h + BYTES_ACT * a.latent_norm_elems
+    ln_out = (SELECTIVE_LN_OUTPUT_PER_H * ln_share - fp8_inputs) * h + BYTES_ACT * a.latent_norm_elems
     act_out = SELECTIVE_ACT_OUTPUT_PER_F - (FP8_FFN_OUT_INPUT_SAVED_PER_F if fp8 else 0.0)
     ffn_widths = (1.0 - f) * f_d + f * ctx.expert_ffn * active_experts
     saved = selective_saved_bytes(ctx.recompute_modules, ln_out / sp_div, act_out * ffn_widths / tp,

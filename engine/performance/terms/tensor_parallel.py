@@ -20,6 +20,11 @@ pair runs over the etp expert-TP group (etp / t of the attention TP group's toke
 none at etp = 1; the shared experts are then ordinary sequence-parallel TP layers over t, their pair hideable
 like any Transformer Engine linear (as with the all-gather dispatcher). The all-gather dispatcher gathers over
 its etp x e group (etp / t of the t x e group's tokens).
+
+The parallel block (``model.parallel_block``, terms/block.py): both branches' row-parallel outputs are added before
+one reduction a forward pass (GPT-NeoX's deferred reduction), and with sequence parallelism its backward is one
+all-gather of the output gradient; the input side stays per branch. :func:`terms.block.merged_output_pairs` are
+taken off the exposed pairs (the forward's, and the backward's output-gradient gather).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
 from engine.performance.frameworks import LayoutProfiles
+from engine.performance.terms.block import merged_output_pairs
 from engine.performance.terms.groups import GroupComm, ParallelGroup
 from engine.performance.terms.shape import LayoutShape
 from engine.units import Bytes, Count, Seconds
@@ -39,6 +45,7 @@ from engine.units import Bytes, Count, Seconds
 TP_COLLECTIVES_PER_LAYER = 4.0  # 2 forward, 2 backward
 TP_COLLECTIVES_FULL_RECOMPUTE = 2.0  # the recomputed forward's two
 TP_SIDES = 2.0  # attention side and FFN side: half of the collectives each
+FORWARDS_WITH_FULL_RECOMPUTE = 2.0  # the forward and its recomputation, each with its output reductions
 BACKWARD_PAIRS_PER_SIDE = 1.0  # of a side's pairs, the backward's (the rest: the forward and a recomputed forward)
 # Shared experts add one copy of each token to the FFN-side gather of the routed copies (one however many).
 SHARED_EXPERT_COPIES = 1.0
@@ -92,7 +99,8 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
                 shared = np.where(lay.folded, t_attn, shared)
     else:
         ffn = t_attn
-    n_tp = TP_COLLECTIVES_PER_LAYER + np.where(lay.recompute >= RECOMPUTE_FULL, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
+    full = lay.recompute >= RECOMPUTE_FULL
+    n_tp = TP_COLLECTIVES_PER_LAYER + np.where(full, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
     per_side = n_tp / TP_SIDES
     ffn_side = (1.0 - f) * t_attn + f * shared  # the FFN side's TP-linear pair (dense FFN, shared experts)
     sides = t_attn + ffn_side  # one pair on each side of the layer's TP linears
@@ -106,12 +114,19 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
         attn_gemms, ffn_gemms = backward_gemm_s
         under_backward = (np.minimum(hidden_pairs * t_attn, attn_gemms)
                           + np.minimum(hidden_pairs * ffn_side, ffn_gemms))
+    # the parallel block's merged output reductions (dense layers: the merged pair carries t_attn's bytes)
+    merged_fwd, merged_bwd = merged_output_pairs(ctx, lay.sp)
+    merged_fwd = merged_fwd * np.where(full, FORWARDS_WITH_FULL_RECOMPUTE, 1.0)
+    merged = (merged_fwd + merged_bwd) * t_attn
+    n_tp = n_tp - (merged_fwd + merged_bwd)
+    hideable = hideable - merged
     left = hideable - under_backward
     keep = 1.0 - prof.tp_overlap
     experts = per_side * f * ffn  # the dispatcher's pairs: one a side forward (two with full recompute), one backward
     exposed = left * keep + experts
     # the backward's pair a side (and the re-gather) less what hides under it, and its share of the experts' pairs
-    backward_exposed = ((BACKWARD_PAIRS_PER_SIDE + regather) * sides - under_backward) * keep + experts / per_side
+    backward_exposed = (((BACKWARD_PAIRS_PER_SIDE + regather) * sides - merged_bwd * t_attn - under_backward) * keep
+                        + experts / per_side)
     hidden = under_backward + left * prof.tp_overlap
     return TensorParallelComm(collectives_count=n_tp, attention_pair_s=t_attn, ffn_pair_s=ffn, shared_pair_s=shared,
                               dispatch_pair_s=dispatch, hideable_s=hideable, hidden_s=hidden, exposed_s=exposed,
