@@ -184,6 +184,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # The MegaScale arm's two rows state it (Sec. 3.1): +11.4% / +12.4% -> +8.2% / +9.2%; network set 10.7% ->
     # 10.1%, all sets LOSO 8.6% -> 8.5%
     "2.24.0": "2b0d2dabd4d1d9643386e85222f52ad945bb308fd56acacacdd81a11b7277064",
+    # 2.25.0: model.global_attention_every (with model.attention_window): every k-th layer attends to the whole
+    # sequence, the rest to the window (Gemma 3, GPT-OSS, Llama 4); attention FLOPs and fused-kernel time are the
+    # layers' mix (Context.attention_kinds). No validation row uses it: docs/validation.md regenerates identical
+    "2.25.0": "77a93cf4fd6a7bb9290d3e76d0213d3288bf05e6de9b13fa9d29e530429c25ed",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

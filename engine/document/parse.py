@@ -146,8 +146,15 @@ def parse_model(doc: Any) -> ModelSpec:
         head_dim = 0
     seq_len = read_int(d, "seq_len", path)
     window = read_int(d, "attention_window", path) if d.get("attention_window") is not None else 0
-    if window >= seq_len:
-        window = 0  # a window as long as the sequence is full attention
+    every = read_int(d, "global_attention_every", path) if d.get("global_attention_every") is not None else 0
+    if every and not window:
+        raise ScenarioError("model.global_attention_every", "needs model.attention_window (the window the other "
+                                                            "layers use)")
+    if every > layers:
+        raise ScenarioError("model.global_attention_every", f"{every} is more than model.layers={layers}: no layer "
+                                                            f"would be global (leave it out)")
+    if window >= seq_len or every == 1:
+        window, every = 0, 0  # a window as long as the sequence, or every layer global, is full attention
     parallel_block = bool(read_bool(d, "parallel_block", path, default=declared_default("model.parallel_block")))
     if parallel_block and moe is not None:
         raise ScenarioError("model.parallel_block", "the parallel block is modelled for dense models only: leave "
@@ -167,6 +174,7 @@ def parse_model(doc: Any) -> ModelSpec:
         attention_window=window,
         mla=mla,
         parallel_block=parallel_block,
+        global_attention_every=every,
     )
 
 

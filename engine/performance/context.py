@@ -141,6 +141,7 @@ class Context:
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS
     attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
     parallel_block: bool = False  # model.parallel_block: attention and FFN from one layernorm (terms/block.py)
+    global_attention_every: float = 0.0  # model.global_attention_every: every k-th layer full attention; 0 = none
     shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
     # training.recompute_modules: what selective recomputation regenerates (RecomputeModule values)
     recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
@@ -153,18 +154,33 @@ class Context:
     optimizer_bytes_per_param: float = hw.OPTIMIZER_BYTES_PER_PARAM
 
     @property
+    def attention_kinds(self) -> tuple[tuple[float, float, float], ...]:
+        """The layers' attention kinds as (share of the layers, keys per query the FLOP count uses, keys per query a
+        causal kernel visits on average). Full attention: s and s/2 (hardware.ATTN_CAUSAL_WORK). A sliding window
+        of w: min(w, s) and (w s - w^2/2) / s = w (1 - w / 2s), which is s/2 at w = s. With
+        model.global_attention_every k, floor(L / k) of the L layers (every k-th) attend to the whole sequence and
+        the rest to the window (Gemma 3's 5 local : 1 global, GPT-OSS's alternation)."""
+        full = (self.seq, hw.ATTN_CAUSAL_WORK * self.seq)
+        if not self.attention_window or self.attention_window >= self.seq:
+            return ((1.0, *full),)
+        w = self.attention_window
+        local = (w, w * (1.0 - hw.ATTN_CAUSAL_WORK * w / self.seq))
+        share = (float(self.layers // int(self.global_attention_every)) / self.layers
+                 if self.global_attention_every else 0.0)
+        if share <= 0.0:
+            return ((1.0, *local),)
+        return ((1.0 - share, *local), (share, *full))
+
+    @property
     def attn_keys(self) -> float:
-        """Keys per query the attention-core FLOP count uses: min(window, seq) (the non-causal convention's s)."""
-        return min(self.attention_window, self.seq) if self.attention_window else self.seq
+        """Keys per query the attention-core FLOP count uses, averaged over the layers: min(window, seq) on windowed
+        layers, seq on full-attention ones (the non-causal convention's s)."""
+        return sum(share * keys for share, keys, _ in self.attention_kinds)
 
     @property
     def attn_causal_keys(self) -> float:
-        """Keys per query a causal kernel visits, on average: s/2 for full attention (hardware.ATTN_CAUSAL_WORK);
-        a sliding window of w: (w s - w^2/2) / s = w (1 - w / 2s), which is s/2 at w = s."""
-        if not self.attention_window or self.attention_window >= self.seq:
-            return hw.ATTN_CAUSAL_WORK * self.seq
-        w = self.attention_window
-        return w * (1.0 - hw.ATTN_CAUSAL_WORK * w / self.seq)
+        """Keys per query a causal kernel visits, averaged over the layers (:attr:`attention_kinds`)."""
+        return sum(share * causal for share, _, causal in self.attention_kinds)
 
     @property
     def peak(self) -> float:
@@ -269,6 +285,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         oversub_spine=net["oversub_spine"],
         attention_window=float(getattr(m, "attention_window", 0) or 0),
         parallel_block=bool(getattr(m, "parallel_block", False)),
+        global_attention_every=float(getattr(m, "global_attention_every", 0) or 0),
     )
 
 

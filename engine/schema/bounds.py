@@ -125,6 +125,7 @@ BOUNDS: dict[str, Bound] = {
     "model.vocab": _int_bound(1, MAX_VOCAB, "~64x the largest published vocabularies, 256k"),
     "model.seq_len": _int_bound(1, MAX_SEQ_LEN, "longer than any announced context, 10M tokens"),
     "model.attention_window": _int_bound(1, MAX_SEQ_LEN, "same bound as model.seq_len"),
+    "model.global_attention_every": _int_bound(1, MAX_LAYERS, "at most the layers bound (Gemma 3: 6)"),
     "model.moe.experts": _int_bound(1, MAX_EXPERTS, "published MoE models route to <= 256 experts"),
     "model.moe.top_k": _int_bound(1, MAX_EXPERTS, "at most model.moe.experts"),
     "model.moe.expert_ffn_hidden": _int_bound(1, MAX_FFN, "same bound as model.ffn_hidden"),

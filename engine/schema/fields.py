@@ -180,8 +180,14 @@ FIELDS: tuple[Field, ...] = (
        more="e.g. Mistral 7B's 4,096-token sliding window: the attention core's FLOPs and fused-kernel time scale "
             "with min(window, seq_len) instead of seq_len, on every layer (docs/performance-model.md sections 1, "
             "2). Chunked attention (Llama 4's local layers) is costed as a sliding window of the chunk, up to 2x "
-            "its kernel work; models that mix local and global layers are not expressible yet. A window of "
-            "seq_len or more is full attention"),
+            "its kernel work; models that mix local and global layers set model.global_attention_every. A "
+            "window of seq_len or more is full attention"),
+    _f("model.global_attention_every", "int", "Every k-th layer attends to the whole sequence, the rest to the window",
+       default_text="none (every layer windowed)", write=IF_SET, unset=0,
+       more="with model.attention_window: floor(layers / k) layers (every k-th) use full causal attention, the "
+            "others the window, e.g. Gemma 3's 5 local : 1 global (6), GPT-OSS's alternation (2), Llama 4's 3 "
+            "chunked : 1 global (4). Attention FLOPs and fused-kernel time are the layers' mix (docs/"
+            "performance-model.md sections 1, 2). 1 = every layer global (the window unused)"),
     _f("model.parallel_block", "bool", "Attention and FFN in parallel from one layernorm (GPT-J / PaLM block)",
        default=False, write=IF_SET, unset=False,
        more="z = x + Attn(LN(x)) + FFN(LN(x)) instead of the serial block (GPT-J, PaLM, Falcon, MegaScale): the "

@@ -152,6 +152,7 @@ class ModelSpec:
     attention_window: int = 0  # 0 = full attention; else tokens each query attends to (sliding window / chunks)
     mla: MlaSpec | None = None  # multi-head latent attention (None: standard multi-head / grouped-query attention)
     parallel_block: bool = False  # attention and FFN from one layernorm, added together (GPT-J / PaLM block)
+    global_attention_every: int = 0  # with attention_window: every k-th layer full attention (0: none)
 
     @property
     def dim_head(self) -> int:

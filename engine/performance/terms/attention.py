@@ -77,15 +77,21 @@ def block_rate(ctx: Context, block_tokens: Count) -> Ratio:
 
 
 def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> tuple[Seconds, Ratio]:
-    """(forward time, block-rate factor) of the fused kernel: causal half of the counted FLOPs at the family's
-    measured rate of the kernel class (Context.fused_attn_eff; bf16 also in fp8 training), one kernel pair per ring
-    step."""
-    gpu = ctx.gpu
-    # the keys a causal kernel visits per query: s/2 (hardware.ATTN_CAUSAL_WORK), or w(1 - w/2s) with a window
-    work_flops = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn_causal_keys * ctx.attn.core / lay.tp
-    rate_factor = block_rate(ctx, np.minimum(ctx.attn_keys, ctx.seq / lay.cp))  # key range: window or CP block
-    attn_rate = gpu.peak_bf16_flops * ctx.fused_attn_eff * rate_factor
-    return work_flops / attn_rate + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
+    """(forward time, block-rate factor) of the fused kernel, averaged over the layers' attention kinds: causal half
+    of the counted FLOPs at the family's measured rate of the kernel class (Context.fused_attn_eff; bf16 also in fp8
+    training), one kernel pair per ring step."""
+    reference_rate = ctx.gpu.peak_bf16_flops * ctx.fused_attn_eff
+    per_query = ATTN_CORE_FLOPS_PER_SEQ_ELEM * shape.microbatch_tokens * ctx.attn.core / lay.tp
+    work = time = np.zeros_like(np.asarray(lay.tp, dtype=np.float64))
+    # each kind of layer (Context.attention_kinds: windowed, full) by its share: the keys a causal kernel visits per
+    # query (s/2, hardware.ATTN_CAUSAL_WORK, or w(1 - w/2s) with a window) at the rate of its key range (the
+    # window or the CP block)
+    for share, keys, causal_keys in ctx.attention_kinds:
+        kind_work = share * per_query * causal_keys
+        work = work + kind_work
+        time = time + kind_work / (reference_rate * block_rate(ctx, np.minimum(keys, ctx.seq / lay.cp)))
+    rate_factor = work / (reference_rate * time)  # the layers' work-weighted rate relative to the reference
+    return time + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
 
 
 def unfused_attention_time(ctx: Context, lay: Layouts) -> tuple[Seconds, Seconds]:

@@ -103,3 +103,40 @@ def test_a_sliding_window_scales_the_fused_kernel_work_and_its_key_range() -> No
     # a window as long as the sequence is full attention (parsed away)
     full = build(dense_doc(tp=8, model=dict(model, attention_window=4096)))[0]
     assert full.attention_window == 0.0 and full.attn_causal_keys == 2048.0
+
+
+SWA_MODEL = {"name": "swa", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "gated_ffn": True,
+             "vocab": 32000, "seq_len": 4096, "attention_window": 1024}
+
+
+@pytest.mark.parametrize(("every", "global_layers"), [(2, 16), (6, 5), (32, 1)])
+def test_global_layers_mix_full_attention_with_the_window(every: int, global_layers: int) -> None:
+    """model.global_attention_every k: floor(32 / k) layers attend to all 4,096 keys (2,048 per query causally, at the
+    2K-range rate), the rest to the 1,024-token window (896 keys per query, at the 1K-range rate); the layer average
+    of both kernel times."""
+    ctx, lay, shape = build(dense_doc(tp=8, model=dict(SWA_MODEL, global_attention_every=every)))
+    g = global_layers / 32
+    local = 4.0 * 4096 * 896.0 * 4096 / 8 / (989e12 * 0.35 * (1024 / 1464) / (2048 / 2488))
+    full = 4.0 * 4096 * 2048.0 * 4096 / 8 / (989e12 * 0.35)
+    attn = attention_core(ctx, lay, shape)
+    assert attn.forward_s[0] == pytest.approx((1 - g) * local + g * full + 2 * 3e-6, rel=1e-9)
+    assert ctx.attn_keys == pytest.approx((1 - g) * 1024 + g * 4096, rel=1e-12)
+
+
+def test_global_every_needs_a_window_and_one_is_full_attention() -> None:
+    from engine.document.parse import parse_scenario
+    from engine.errors import ScenarioError
+
+    no_window = {k: v for k, v in SWA_MODEL.items() if k != "attention_window"}
+    for model in (dict(no_window, global_attention_every=4), dict(SWA_MODEL, global_attention_every=33),
+                  dict(SWA_MODEL, global_attention_every=0)):
+        with pytest.raises(ScenarioError) as err:
+            parse_scenario(dense_doc(model=model))
+        assert err.value.field == "model.global_attention_every"
+    from engine.schema.types import scenario_to_dict
+
+    written = scenario_to_dict(parse_scenario(dense_doc(model=dict(SWA_MODEL, global_attention_every=6))))["model"]
+    assert (written["attention_window"], written["global_attention_every"]) == (1024, 6)
+    assert "global_attention_every" not in scenario_to_dict(parse_scenario(dense_doc(model=SWA_MODEL)))["model"]
+    every_layer = build(dense_doc(tp=8, model=dict(SWA_MODEL, global_attention_every=1)))[0]
+    assert every_layer.attention_window == 0.0 and every_layer.attn_causal_keys == 2048.0
