@@ -188,6 +188,11 @@ ENGINE_RELEASES: dict[str, str] = {
     # sequence, the rest to the window (Gemma 3, GPT-OSS, Llama 4); attention FLOPs and fused-kernel time are the
     # layers' mix (Context.attention_kinds). No validation row uses it: docs/validation.md regenerates identical
     "2.25.0": "77a93cf4fd6a7bb9290d3e76d0213d3288bf05e6de9b13fa9d29e530429c25ed",
+    # 2.26.0: training.cp_comm_type a2a (DeepSpeed-Ulysses, Megatron-Core --cp-comm-type a2a): two exposed
+    # all-to-alls of Q, K, V and the output per layer and micro-batch, the kernel over the whole sequence in one
+    # block; layouts whose TP-rank heads do not divide by cp are not run. The MegaScale-MoE arm's rows state it
+    # (their attention SP is Ulysses-style): +6.1% / -2.8% -> +4.6% / -4.3%; set MAPEs unchanged
+    "2.26.0": "43ac51dece768d10234aeb4d48d0264ae75ced6447105577905c60829d08440f",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -37,7 +37,7 @@ from engine.performance.model import BREAKDOWN_KEYS, LayoutEvaluation, concat_ev
 from engine.performance.result import NULL_WHEN_UNFIT, Alternative, Result, SearchResult
 from engine.performance.terms.memory import MEMORY_MODEL_UNCERTAINTY, memory_uncertain, usable_memory_bytes
 from engine.schema.bounds import LAYOUT_CHUNK, MAX_LAYOUTS, check_work
-from engine.schema.enums import DpPlacement
+from engine.schema.enums import CpCommType, DpPlacement
 from engine.schema.types import ScenarioSpec
 from engine.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR, TERA, Arr
 
@@ -103,6 +103,7 @@ def candidate_layouts(s: ScenarioSpec) -> Layouts:
     base = _cross(base, "pp", _opts(p.pp, lambda: [d for d in divisors(gpus) if d <= m.layers], p.allowed("pp")))
     base = _cross(base, "cp", _opts(p.cp, lambda: [d for d in divisors(math.gcd(m.seq_len, gpus)) if d <= MAX_CP],
                                     p.allowed("cp")))
+    base = _ulysses_heads(s, base)
     prod = base["tp"] * base["pp"] * base["cp"]
     base = _filter(base, np.mod(gpus, prod) == 0)
     base["dp"] = gpus / (base["tp"] * base["pp"] * base["cp"])
@@ -161,6 +162,22 @@ def check_runnable(s: ScenarioSpec, catalog: CatalogItems | None = None) -> None
     is a search too large to enumerate (the estimate's refusal names the degrees to fix), which no run could do."""
     make_context(s, gpu_spec(s.cluster.gpu, catalog))
     candidate_layouts(s)
+
+
+def _ulysses_heads(s: ScenarioSpec, base: dict[str, Arr]) -> dict[str, Arr]:
+    """All-to-all context parallelism (training.cp_comm_type a2a) splits each TP rank's query heads and key/value
+    heads over the CP ranks (Transformer Engine asserts both divisible by the CP size; key/value heads fewer than
+    the TP ranks are replicated, one per rank): keep the layouts where they divide."""
+    if s.training.cp_comm_type != CpCommType.A2A:
+        return base
+    m, tp, cp = s.model, base["tp"], base["cp"]
+    q_heads, kv_heads = m.heads / tp, np.maximum(m.kv_heads / tp, 1.0)
+    ok = (cp == 1) | ((np.mod(q_heads, cp) == 0) & (np.mod(kv_heads, cp) == 0))
+    if len(tp) and not np.any(ok):
+        raise ScenarioError("training.cp_comm_type", f"a2a (Ulysses) splits each TP rank's heads over the CP ranks: "
+                            f"no layout has model.heads={m.heads} and model.kv_heads={m.kv_heads} per TP rank "
+                            f"divisible by parallelism.cp (use p2p or all-gather, or a smaller cp)", LAYOUT_CONFLICT)
+    return _filter(base, ok)
 
 
 def _expert_grid(base: dict[str, Arr], etp: int | None) -> dict[str, Arr]:

@@ -127,6 +127,7 @@ class Context:
     sharp: bool = False  # in-network reduction (CollNet/SHARP) enabled
     ring_aligned: bool = False  # cluster.rank_assignment topology-aware: rings cross tiers once per block
     cp_allgather: bool = False  # training.cp_comm_type all-gather: K/V gathered before attention, exposed
+    cp_a2a: bool = False  # training.cp_comm_type a2a (Ulysses): heads exchanged for the sequence, exposed
     gpus_per_nic: float = 1.0  # GPUs of a node that share one scale-out NIC (gpus_per_node / nics_per_node)
     # calibration hooks (engine.calibration): multiplier on inter-node bandwidth per collective
     # kind ("ar", "ag", "rs", "a2a", "p2p") and a per-step network latency replacing the modelled one
@@ -278,6 +279,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         sharp=bool(getattr(c, "in_network_reduction", False)) and c.fabric == "infiniband",
         ring_aligned=getattr(c, "rank_assignment", RankAssignment.UNALIGNED) == RankAssignment.TOPOLOGY_AWARE,
         cp_allgather=getattr(t, "cp_comm_type", CpCommType.P2P) == CpCommType.ALL_GATHER,
+        cp_a2a=getattr(t, "cp_comm_type", CpCommType.P2P) == CpCommType.A2A,
         domain=net["domain"],
         leaf_nodes=net["leaf_nodes"],
         pod_nodes=net["pod_nodes"],

@@ -193,11 +193,16 @@ class CpCommType(ChoiceSet):
     ``cp_comm_type``): ``p2p`` = ring attention, each step's K/V block sent to the next rank while the current one
     is computed (Megatron-Core's default); ``all-gather`` = K and V of the whole sequence gathered before the
     attention kernel and dK/dV reduce-scattered after it, in the critical path (Llama 3, arXiv 2407.21783
-    section 3.3.2: "the all-gather communication latency is exposed in the critical path")."""
+    section 3.3.2: "the all-gather communication latency is exposed in the critical path"); ``a2a`` = DeepSpeed-
+    Ulysses (arXiv 2309.14509): all-to-alls trade the sequence shard for a share of the heads before the kernel
+    (Q, K, V) and back after it (the output), each rank attending over the whole sequence with 1/c of its heads;
+    Transformer Engine's AttnFuncWithCPAndQKVOA2A waits for them, so they are in the critical path."""
 
     P2P = "p2p"
     ALL_GATHER = "all-gather"
-    CHOICES = ((P2P, "Ring (K/V blocks sent under attention)"), (ALL_GATHER, "All-gather of K/V (exposed)"))
+    A2A = "a2a"
+    CHOICES = ((P2P, "Ring (K/V blocks sent under attention)"), (ALL_GATHER, "All-gather of K/V (exposed)"),
+               (A2A, "All-to-all of heads (Ulysses, exposed)"))
 
 
 class RankAssignment(ChoiceSet):

@@ -308,7 +308,9 @@ FIELDS: tuple[Field, ...] = (
     _f("training.cp_comm_type", "choice", "How context parallelism moves K and V (--cp-comm-type)", write=IF_SET,
        choices=CpCommType, default=CpCommType.P2P, unset=CpCommType.P2P,
        more="`all-gather` puts the K/V all-gather and dK/dV reduce-scatter in the critical path (Llama 3); "
-            "`p2p` hides the ring under the attention blocks (docs/performance-model.md section 3)"),
+            "`p2p` hides the ring under the attention blocks; `a2a` (DeepSpeed-Ulysses) exchanges Q, K, V and the "
+            "output for a share of the heads, exposed, and needs each TP rank's query and key/value heads "
+            "divisible by parallelism.cp (docs/performance-model.md section 3)"),
     # ---- parallelism (the canonical order of the writer: tp, pp, cp, ep, vpp, sequence_parallel, dp)
     _f("parallelism.tp", help="Tensor-parallel degree (divides model.heads)", **_DEGREE),
     _f("parallelism.pp", help="Pipeline-parallel degree (at most model.layers)", **_DEGREE),

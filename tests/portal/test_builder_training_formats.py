@@ -96,6 +96,8 @@ ENGINE_REFUSED = [
     ({"recompute": "selective", "recompute_layers": 4}, "recompute_layers", "needs training.recompute full"),
     ({"recompute": "auto", "recompute_layers": 4}, "recompute_layers", "needs training.recompute full"),
     ({"precision": "bf16", "activation_cache": "fp8"}, "activation_cache", "mxfp8"),
+    # all-to-all CP at TP 8: each rank's one KV head (of 8) cannot split over 2 CP ranks (engine/performance/api.py)
+    ({"par_mode": "manual", "tp": 8, "pp": 1, "cp": 2, "cp_comm_type": "a2a"}, "cp_comm_type", "Ulysses"),
 ]
 
 

@@ -86,12 +86,20 @@ def fused_attention_forward(ctx: Context, lay: Layouts, shape: LayoutShape) -> t
     # each kind of layer (Context.attention_kinds: windowed, full) by its share: the keys a causal kernel visits per
     # query (s/2, hardware.ATTN_CAUSAL_WORK, or w(1 - w/2s) with a window) at the rate of its key range (the
     # window or the CP block)
+    blocks = kernel_key_blocks(ctx, lay)
     for share, keys, causal_keys in ctx.attention_kinds:
         kind_work = share * per_query * causal_keys
         work = work + kind_work
-        time = time + kind_work / (reference_rate * block_rate(ctx, np.minimum(keys, ctx.seq / lay.cp)))
+        time = time + kind_work / (reference_rate * block_rate(ctx, np.minimum(keys, ctx.seq / blocks)))
     rate_factor = work / (reference_rate * time)  # the layers' work-weighted rate relative to the reference
-    return time + launches(ATTN_KERNELS_PER_BLOCK * lay.cp), rate_factor
+    return time + launches(ATTN_KERNELS_PER_BLOCK * blocks), rate_factor
+
+
+def kernel_key_blocks(ctx: Context, lay: Layouts) -> Count:
+    """Key blocks the fused kernel runs per layer and micro-batch [count]: the ring's c blocks of s/c keys (one
+    kernel pair per ring step; the all-gather form's kernel too is split by the gathered blocks), or one block of
+    the whole sequence with the all-to-all (Ulysses) form, which attends over all s keys with 1/c of the heads."""
+    return np.where(ctx.cp_a2a, 1.0, lay.cp)
 
 
 def unfused_attention_time(ctx: Context, lay: Layouts) -> tuple[Seconds, Seconds]:

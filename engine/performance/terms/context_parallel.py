@@ -1,7 +1,10 @@
 """Context-parallel communication of one layer, one micro-batch: all-gather of K and V forward, all-gather +
 reduce-scatter of dK and dV backward over the CP group (stride t). Ring attention (``training.cp_comm_type``
 ``p2p``) overlaps them with the attention core they feed; the all-gather form (``all-gather``: Llama 3's, arXiv
-2407.21783 s.3.3.2) gathers before the kernel and reduce-scatters after it, all in the critical path.
+2407.21783 s.3.3.2) gathers before the kernel and reduce-scatters after it, all in the critical path. The all-to-all
+form (``a2a``, DeepSpeed-Ulysses, arXiv 2309.14509; Transformer Engine's AttnFuncWithCPAndQKVOA2A) exchanges each
+rank's sequence shard of Q, K and V for the whole sequence of 1/c of its heads before the kernel and the output
+back after it; the backward does the same with dO, dQ, dK and dV (:func:`ulysses_alltoalls`), all exposed.
 docs/performance-model.md s.3, s.3a."""
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from engine.units import Bytes, Seconds
 
 # K,V all-gather forward; all-gather and reduce-scatter of dK,dV backward (costed as all-gathers of the same bytes).
 CP_COLLECTIVES_PER_LAYER = 3.0
+# Ulysses: one exchange of Q, K, V and the output per pass, forward and backward (dO before the kernel's backward,
+# dQ, dK, dV after it)
+ULYSSES_PASSES = 2.0
 # Never hidden: the first ring step has no attention block to run under and the last finishes after its kernel;
 # 10% of the ring is kept exposed (docs/performance-model.md s.3a; an assumption, not a measurement).
 CP_EXPOSED_FLOOR = 0.1
@@ -40,9 +46,21 @@ def context_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, attn: 
                           groups: GroupComm) -> ContextParallelComm:
     cp = lay.cp
     kv_bytes = lay.mb * ctx.seq * KV_TENSORS * shape.kv_local_elems * BYTES_ACT
-    raw = CP_COLLECTIVES_PER_LAYER * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
-    floor = raw if ctx.cp_allgather else CP_EXPOSED_FLOOR * raw
+    if ctx.cp_a2a:
+        raw = ulysses_alltoalls(ctx, lay, shape, groups)
+    else:
+        raw = CP_COLLECTIVES_PER_LAYER * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
+    floor = raw if ctx.cp_allgather or ctx.cp_a2a else CP_EXPOSED_FLOOR * raw
     exposed = np.maximum(0.0, raw - (attn.forward_s + attn.backward_s))
     return ContextParallelComm(kv_bytes=kv_bytes, raw_s=np.where(cp > 1, raw, 0.0),
                                exposed_s=np.where(cp > 1, np.maximum(exposed, floor), 0.0),
                                floor_s=np.where(cp > 1, floor, 0.0))
+
+
+def ulysses_alltoalls(ctx: Context, lay: Layouts, shape: LayoutShape, groups: GroupComm) -> Seconds:
+    """The all-to-all (Ulysses) form's exchanges per layer and micro-batch [s]: forward and backward, one all-to-all
+    over the CP group of each rank's M = b s / c tokens of Q (a d_q / t wide), K and V (g d / t each) and the
+    attention output (a d_v / t), bf16."""
+    widths = ctx.attn.q / lay.tp + KV_TENSORS * shape.kv_local_elems + ctx.attn.o / lay.tp
+    nbytes = shape.microbatch_tokens * widths * BYTES_ACT
+    return ULYSSES_PASSES * groups.time(CollectiveKind.ALL_TO_ALL, nbytes, ParallelGroup.CP)
