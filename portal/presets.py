@@ -36,6 +36,9 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         "model_name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m["kv_heads"], "ffn_hidden": m["ffn_hidden"], "gated_ffn": m["gated_ffn"],
         "vocab": m["vocab"], "seq_len": m["seq_len"], "global_batch": t["global_batch"],
+        # the block form and the attention window a preset does not state are cleared with it
+        "parallel_block": bool(m.get("parallel_block", False)),
+        "attention_window": m.get("attention_window", ""), "global_attention_every": m.get("global_attention_every", ""),
         "tokens_b": _tidy(t["tokens"] / 1e9),
         # a dense preset clears the MoE inputs ("" empties the field in the browser)
         **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},

@@ -67,6 +67,12 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
     parallel_block = forms.BooleanField(required=False, label="Parallel block (attention beside FFN)",
                                         help_text=f"{field('model.parallel_block').help}; dense models only")
     vocab = int_input("model.vocab", label="Vocabulary")
+    attention_window = int_input("model.attention_window", required=False, label="Attention window (tokens)",
+                                 help_text=f"{field('model.attention_window').help}. Empty = full attention")
+    global_attention_every = int_input("model.global_attention_every", required=False,
+                                       label="Global attention every k layers",
+                                       help_text=f"{field('model.global_attention_every').help}. Needs a window; "
+                                                 "empty = every layer windowed")
     seq_len = int_input("model.seq_len", label="Sequence length")
     # mixture of experts (all empty = a dense model)
     moe_experts = int_input("model.moe.experts", required=False, label="Routed experts",
@@ -189,6 +195,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "model": "model_name", "model.name": "model_name", "model.layers": "layers", "model.hidden": "hidden",
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
         "model.gated_ffn": "gated_ffn", "model.parallel_block": "parallel_block", "model.vocab": "vocab",
+        "model.attention_window": "attention_window", "model.global_attention_every": "global_attention_every",
         "model.seq_len": "seq_len",
         "model.head_dim": "heads", "model.mla": "mla_kv_lora_rank", "model.moe": "moe_experts",
         **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},

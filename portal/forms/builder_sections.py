@@ -43,9 +43,11 @@ def _mapping(value: Any) -> dict[str, Any]:
     return copy.deepcopy(dict(value)) if isinstance(value, Mapping) else {}
 
 
+#: optional model inputs, each written only when given (its form field has the key's name); empty = not written
+OPTIONAL_MODEL = ("attention_window", "global_attention_every")
 #: model keys the builder writes (head_dim, mla and moe by their own rules in model_section)
 FORM_MODEL = ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_ffn", "parallel_block", "vocab",
-              "seq_len", "head_dim", "mla", "moe")
+              "seq_len", "head_dim", "mla", "moe", *OPTIONAL_MODEL)
 #: model keys the builder has no input for, kept from the stored scenario (e.g. attention_window)
 KEPT_MODEL = tuple(sorted(k for k in keys("model") if k not in FORM_MODEL))
 
@@ -62,6 +64,12 @@ def model_section(d: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, An
     if d.get("parallel_block"):  # written only when set, as the canonical document does
         model["parallel_block"] = True
     model.update({k: copy.deepcopy(base[k]) for k in KEPT_MODEL if k in base})
+    for name in OPTIONAL_MODEL:  # as OPTIONAL_TRAINING: no input given keeps the stored value, empty removes it
+        if name not in d:
+            if base.get(name) is not None:
+                model[name] = copy.deepcopy(base[name])
+        elif d[name] not in (None, ""):
+            model[name] = d[name]
     same_heads = (base.get("hidden"), base.get("heads")) == (d["hidden"], d["heads"])
     inputs = "mla_kv_lora_rank" in d  # the form's MLA inputs (their initial values are the stored ones)
     for key in ("head_dim", "mla") if not inputs else ("head_dim",):  # kept while hidden and heads are
@@ -215,6 +223,7 @@ def initial_values(doc: Mapping[str, Any]) -> dict[str, Any]:
         "routing": c.get("routing") or "",
         "rank_assignment": c.get("rank_assignment") or RankAssignment.UNALIGNED,
         **{name: t[name] for name in OPTIONAL_TRAINING if t.get(name) is not None},
+        **{name: m[name] for name in OPTIONAL_MODEL if m.get(name) is not None},
     }
     moe = _mapping(m.get("moe"))
     for field, key in MOE_FIELDS.items():
