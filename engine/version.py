@@ -193,6 +193,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # block; layouts whose TP-rank heads do not divide by cp are not run. The MegaScale-MoE arm's rows state it
     # (their attention SP is Ulysses-style): +6.1% / -2.8% -> +4.6% / -4.3%; set MAPEs unchanged
     "2.26.0": "43ac51dece768d10234aeb4d48d0264ae75ced6447105577905c60829d08440f",
+    # 2.26.1 (no result change): stragglers.expected_max_z takes Blom's inverse normal CDF over the whole sweep
+    # with scipy.special.ndtri instead of once per distinct rank count (np.unique, statistics.NormalDist, a cache);
+    # moe_balance calls it directly. Equal to 1e-15; docs/validation.md and error_bands.json regenerate identical
+    "2.26.1": "5456c2360123092f53de3c4e9a29684e6f2259ba751122bb2d508a8fc516bb32",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

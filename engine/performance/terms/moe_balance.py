@@ -52,7 +52,5 @@ def rank_load_cv(experts: float, ep: Arr, assignments: Arr, cv_e: float | None =
 def busiest_rank_factor(experts: float, ep: Arr, assignments: Arr, cv_e: float | None = None) -> Arr:
     """Expected load of the most loaded of ``ep`` ranks relative to the mean (1.0 without expert parallelism)."""
     ep_a = np.maximum(np.asarray(ep, dtype=np.float64), 1.0)
-    uniq, inv = np.unique(ep_a, return_inverse=True)  # few distinct EP sizes in a search: one inv_cdf each
-    z = np.asarray(expected_max_z(uniq), dtype=np.float64)[inv].reshape(ep_a.shape)
-    f = 1.0 + rank_load_cv(experts, ep_a, assignments, cv_e) * z
+    f = 1.0 + rank_load_cv(experts, ep_a, assignments, cv_e) * expected_max_z(ep_a)
     return np.where(ep_a > 1.0, f, 1.0)
