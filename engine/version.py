@@ -197,6 +197,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # with scipy.special.ndtri instead of once per distinct rank count (np.unique, statistics.NormalDist, a cache);
     # moe_balance calls it directly. Equal to 1e-15; docs/validation.md and error_bands.json regenerate identical
     "2.26.1": "5456c2360123092f53de3c4e9a29684e6f2259ba751122bb2d508a8fc516bb32",
+    # 2.26.2 (no result change): ContextParallelComm.alltoall_bytes (what one Ulysses exchange moves per rank, in
+    # explain beside the ring's kv_bytes); ulysses_bytes replaces ulysses_alltoalls
+    "2.26.2": "874d93338edcb8a118bce69fe36f2f4e9a6c86d1db3f1c8e0fe4fa19d73774c1",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -4,7 +4,7 @@ reduce-scatter of dK and dV backward over the CP group (stride t). Ring attentio
 2407.21783 s.3.3.2) gathers before the kernel and reduce-scatters after it, all in the critical path. The all-to-all
 form (``a2a``, DeepSpeed-Ulysses, arXiv 2309.14509; Transformer Engine's AttnFuncWithCPAndQKVOA2A) exchanges each
 rank's sequence shard of Q, K and V for the whole sequence of 1/c of its heads before the kernel and the output
-back after it; the backward does the same with dO, dQ, dK and dV (:func:`ulysses_alltoalls`), all exposed.
+back after it; the backward does the same with dO, dQ, dK and dV (:func:`ulysses_bytes`), all exposed.
 docs/performance-model.md s.3, s.3a."""
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ CP_EXPOSED_FLOOR = 0.1
 class ContextParallelComm:
     """Per layer and micro-batch."""
 
-    kv_bytes: Bytes  # the gathered K and V of the full sequence per rank
-    raw_s: Seconds  # the three collectives
+    kv_bytes: Bytes  # the gathered K and V of the full sequence per rank (ring and all-gather forms)
+    alltoall_bytes: Bytes  # each rank's Q, K, V and output shard one all-to-all exchanges (a2a form; else 0)
+    raw_s: Seconds  # the three collectives (the a2a form: its two all-to-alls)
     exposed_s: Seconds  # alone, after hiding under the attention core (forward + backward), at least the floor
     floor_s: Seconds  # never hidden
 
@@ -46,21 +47,22 @@ def context_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, attn: 
                           groups: GroupComm) -> ContextParallelComm:
     cp = lay.cp
     kv_bytes = lay.mb * ctx.seq * KV_TENSORS * shape.kv_local_elems * BYTES_ACT
+    a2a_bytes = ulysses_bytes(ctx, lay, shape) if ctx.cp_a2a else np.zeros_like(np.asarray(cp, dtype=np.float64))
     if ctx.cp_a2a:
-        raw = ulysses_alltoalls(ctx, lay, shape, groups)
+        raw = ULYSSES_PASSES * groups.time(CollectiveKind.ALL_TO_ALL, a2a_bytes, ParallelGroup.CP)
     else:
         raw = CP_COLLECTIVES_PER_LAYER * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
     floor = raw if ctx.cp_allgather or ctx.cp_a2a else CP_EXPOSED_FLOOR * raw
     exposed = np.maximum(0.0, raw - (attn.forward_s + attn.backward_s))
-    return ContextParallelComm(kv_bytes=kv_bytes, raw_s=np.where(cp > 1, raw, 0.0),
+    return ContextParallelComm(kv_bytes=kv_bytes, alltoall_bytes=np.where(cp > 1, a2a_bytes, 0.0),
+                               raw_s=np.where(cp > 1, raw, 0.0),
                                exposed_s=np.where(cp > 1, np.maximum(exposed, floor), 0.0),
                                floor_s=np.where(cp > 1, floor, 0.0))
 
 
-def ulysses_alltoalls(ctx: Context, lay: Layouts, shape: LayoutShape, groups: GroupComm) -> Seconds:
-    """The all-to-all (Ulysses) form's exchanges per layer and micro-batch [s]: forward and backward, one all-to-all
-    over the CP group of each rank's M = b s / c tokens of Q (a d_q / t wide), K and V (g d / t each) and the
-    attention output (a d_v / t), bf16."""
+def ulysses_bytes(ctx: Context, lay: Layouts, shape: LayoutShape) -> Bytes:
+    """What one of the all-to-all (Ulysses) form's exchanges moves per rank [bytes]: its M = b s / c tokens of Q
+    (a d_q / t wide), K and V (g d / t each) and the attention output (a d_v / t), bf16. The form runs
+    ULYSSES_PASSES of them per layer and micro-batch (forward, backward), all exposed."""
     widths = ctx.attn.q / lay.tp + KV_TENSORS * shape.kv_local_elems + ctx.attn.o / lay.tp
-    nbytes = shape.microbatch_tokens * widths * BYTES_ACT
-    return ULYSSES_PASSES * groups.time(CollectiveKind.ALL_TO_ALL, nbytes, ParallelGroup.CP)
+    return shape.microbatch_tokens * widths * BYTES_ACT

@@ -1,5 +1,5 @@
 """All-to-all context parallelism (training.cp_comm_type a2a, DeepSpeed-Ulysses; terms/context_parallel.py
-ulysses_alltoalls, terms/attention.kernel_key_blocks) against its counts written out by hand: per layer and
+ulysses_bytes, terms/attention.kernel_key_blocks) against its counts written out by hand: per layer and
 micro-batch two all-to-alls (forward: Q, K, V before the kernel and the output after; backward: dO, then dQ, dK,
 dV) of each rank's b s / c tokens, all exposed; the kernel attends over the whole sequence in one block with 1/c
 of the heads; layouts whose TP-rank heads do not split over the CP ranks are not run."""
@@ -41,6 +41,7 @@ def test_two_exposed_alltoalls_of_q_k_v_and_the_output(cp: int) -> None:
     attn = dataclasses.replace(attention_core(ctx, lay, shape), forward_s=np.array([10 * raw]),
                                backward_s=np.array([10 * raw]))
     comm = context_parallel_comm(ctx, lay, shape, attn, LinearComm())
+    assert comm.alltoall_bytes[0] == pytest.approx(m_tok * 4.0 * H / T * 2.0, rel=1e-12)
     assert comm.raw_s[0] == pytest.approx(raw, rel=1e-12)
     assert comm.exposed_s[0] == pytest.approx(raw, rel=1e-12)
     assert comm.floor_s[0] == pytest.approx(raw, rel=1e-12)
