@@ -200,6 +200,12 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.26.2 (no result change): ContextParallelComm.alltoall_bytes (what one Ulysses exchange moves per rank, in
     # explain beside the ring's kv_bytes); ulysses_bytes replaces ulysses_alltoalls
     "2.26.2": "874d93338edcb8a118bce69fe36f2f4e9a6c86d1db3f1c8e0fe4fa19d73774c1",
+    # 2.27.0: full recomputation reruns each checkpointed layer's forward collectives, on the share of the layers it
+    # checkpoints (shape.recomputed_forwards): the ring's K/V all-gather (3 -> 4, hidden also under the recomputed
+    # attention forward) and Ulysses' forward exchange (2 -> 3) were not counted; TP's +2 pairs and EP's +1 pair
+    # were counted whole with training.recompute_layers. No validation row moves (none runs CP with full
+    # recomputation, the recompute_layers row has no TP, EP or CP)
+    "2.27.0": "28224de2e18462702da1ce3277ba6fa9b8615d6157e5899f8f6f4c582c410e36",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
+from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BF16_BYTES, BYTES_ACT, FP8_BYTES
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.ffn import MoeFfn
 from engine.performance.terms.groups import GroupComm
 from engine.performance.terms.kernels import BWD_GEMM_FACTOR
 from engine.performance.terms.layer import LayerCompute
-from engine.performance.terms.shape import LayoutShape
+from engine.performance.terms.shape import LayoutShape, recomputed_forwards
 from engine.performance.terms.tensor_parallel import TP_SIDES, TensorParallelComm
 from engine.units import Count, Ratio, Seconds
 
@@ -80,7 +80,7 @@ def expert_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
     tokens = shape.microbatch_tokens / shape.sequence_shard_ranks * moe.busiest_rank_factor
     disp = groups.moe_alltoall(tokens, ctx.hidden * dispatch_elem_bytes(ctx), ctx.top_k)
     comb = groups.moe_alltoall(tokens, ctx.hidden * BYTES_ACT, ctx.top_k)
-    n_pairs = EP_ALLTOALL_PAIRS + np.where(lay.recompute >= RECOMPUTE_FULL, EP_ALLTOALL_PAIRS_FULL_RECOMPUTE, 0.0)
+    n_pairs = EP_ALLTOALL_PAIRS + recomputed_forwards(ctx, lay) * EP_ALLTOALL_PAIRS_FULL_RECOMPUTE
     raw = f * n_pairs * (disp + comb)
     steady = steady_state_fraction(lay, shape.microbatch_count)
     shared_window = f * SHARED_EXPERT_PASSES * moe.shared_s

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.attention_widths import KV_TENSORS
-from engine.performance.context import Context, Layouts
+from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
 from engine.units import Count, Ratio
 
 
@@ -117,6 +117,13 @@ def dense_fraction(shape: LayoutShape) -> float:
 def mix(shape: LayoutShape, dense: Count | float, moe: Count | float) -> Ratio:
     """A per-layer quantity averaged over the model's dense and MoE layers."""
     return np.asarray(dense_fraction(shape) * dense + shape.moe_layer_fraction * moe)
+
+
+def recomputed_forwards(ctx: Context, lay: Layouts) -> Count:
+    """Forward passes per layer and micro-batch that full recomputation adds, averaged over a chunk's layers [count]:
+    :func:`full_recompute_share` where training.recompute is full (all layers: 1), 0 otherwise. Each brings its
+    layer's forward collectives (TP pairs, the MoE dispatch and combine, the CP exchange) again."""
+    return np.where(lay.recompute >= RECOMPUTE_FULL, full_recompute_share(ctx, lay), 0.0)
 
 
 def full_recompute_share(ctx: Context, lay: Layouts) -> Count:

@@ -2,7 +2,7 @@
 with sequence parallelism) of the activations over the TP group. docs/performance-model.md s.3.
 
 Two per layer forward (after attention, after the FFN), two backward, two more when full recomputation reruns
-the forward; half on the attention side, half on the FFN side. What the stack hides, as its source does it
+the forward (on the share of the layers it checkpoints: shape.recomputed_forwards); half on the attention side, half on the FFN side. What the stack hides, as its source does it
 (frameworks.py): Megatron's asynchronous column-parallel backward (``tp_backward_overlap``, from 2021-09) runs the
 input-gradient collective of each side under its weight-gradient GEMM, and with sequence parallelism also the
 re-gather of the sequence-sharded input under the data-gradient GEMM (half a pair more traffic), never more than
@@ -34,18 +34,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.collectives.kinds import CollectiveKind
-from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
+from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.block import merged_output_pairs
 from engine.performance.terms.groups import GroupComm, ParallelGroup
-from engine.performance.terms.shape import LayoutShape
+from engine.performance.terms.shape import LayoutShape, recomputed_forwards
 from engine.units import Bytes, Count, Seconds
 
 TP_COLLECTIVES_PER_LAYER = 4.0  # 2 forward, 2 backward
 TP_COLLECTIVES_FULL_RECOMPUTE = 2.0  # the recomputed forward's two
 TP_SIDES = 2.0  # attention side and FFN side: half of the collectives each
-FORWARDS_WITH_FULL_RECOMPUTE = 2.0  # the forward and its recomputation, each with its output reductions
 BACKWARD_PAIRS_PER_SIDE = 1.0  # of a side's pairs, the backward's (the rest: the forward and a recomputed forward)
 # Shared experts add one copy of each token to the FFN-side gather of the routed copies (one however many).
 SHARED_EXPERT_COPIES = 1.0
@@ -99,8 +98,8 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
                 shared = np.where(lay.folded, t_attn, shared)
     else:
         ffn = t_attn
-    full = lay.recompute >= RECOMPUTE_FULL
-    n_tp = TP_COLLECTIVES_PER_LAYER + np.where(full, TP_COLLECTIVES_FULL_RECOMPUTE, 0.0)
+    redo = recomputed_forwards(ctx, lay)  # full recomputation's extra forwards (a share with recompute_layers)
+    n_tp = TP_COLLECTIVES_PER_LAYER + redo * TP_COLLECTIVES_FULL_RECOMPUTE
     per_side = n_tp / TP_SIDES
     ffn_side = (1.0 - f) * t_attn + f * shared  # the FFN side's TP-linear pair (dense FFN, shared experts)
     sides = t_attn + ffn_side  # one pair on each side of the layer's TP linears
@@ -116,7 +115,7 @@ def tensor_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: L
                           + np.minimum(hidden_pairs * ffn_side, ffn_gemms))
     # the parallel block's merged output reductions (dense layers: the merged pair carries t_attn's bytes)
     merged_fwd, merged_bwd = merged_output_pairs(ctx, lay.sp)
-    merged_fwd = merged_fwd * np.where(full, FORWARDS_WITH_FULL_RECOMPUTE, 1.0)
+    merged_fwd = merged_fwd * (1.0 + redo)  # the recomputed forward merges its reductions too
     merged = (merged_fwd + merged_bwd) * t_attn
     n_tp = n_tp - (merged_fwd + merged_bwd)
     hideable = hideable - merged
