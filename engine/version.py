@@ -206,6 +206,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # were counted whole with training.recompute_layers. No validation row moves (none runs CP with full
     # recomputation, the recompute_layers row has no TP, EP or CP)
     "2.27.0": "28224de2e18462702da1ce3277ba6fa9b8615d6157e5899f8f6f4c582c410e36",
+    # 2.27.1 (no result change), from reading the session's diff: context_parallel_comm branches once on the CP
+    # form (the all-to-all bytes were chosen on the flag beside the branch that used them); docstrings reflowed
+    "2.27.1": "8f2807249ca4f2cf2ddf65235637e2c919b3a431ae5cfa889eb195d81670fe86",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -38,7 +38,8 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         "vocab": m["vocab"], "seq_len": m["seq_len"], "global_batch": t["global_batch"],
         # the block form and the attention window a preset does not state are cleared with it
         "parallel_block": bool(m.get("parallel_block", False)),
-        "attention_window": m.get("attention_window", ""), "global_attention_every": m.get("global_attention_every", ""),
+        "attention_window": m.get("attention_window", ""),
+        "global_attention_every": m.get("global_attention_every", ""),
         "tokens_b": _tidy(t["tokens"] / 1e9),
         # a dense preset clears the MoE inputs ("" empties the field in the browser)
         **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},

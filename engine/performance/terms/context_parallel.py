@@ -51,12 +51,13 @@ def context_parallel_comm(ctx: Context, lay: Layouts, shape: LayoutShape, attn: 
                           groups: GroupComm) -> ContextParallelComm:
     cp = lay.cp
     kv_bytes = lay.mb * ctx.seq * KV_TENSORS * shape.kv_local_elems * BYTES_ACT
-    a2a_bytes = ulysses_bytes(ctx, lay, shape) if ctx.cp_a2a else np.zeros_like(np.asarray(cp, dtype=np.float64))
     redo = recomputed_forwards(ctx, lay)  # full recomputation reruns the layer's forward, its exchange with it
     if ctx.cp_a2a:
+        a2a_bytes = ulysses_bytes(ctx, lay, shape)
         passes = ULYSSES_PASSES + redo * ULYSSES_PASSES_FULL_RECOMPUTE
         raw = passes * groups.time(CollectiveKind.ALL_TO_ALL, a2a_bytes, ParallelGroup.CP)
     else:
+        a2a_bytes = np.zeros_like(np.asarray(cp, dtype=np.float64))
         gathers = CP_COLLECTIVES_PER_LAYER + redo * CP_COLLECTIVES_FULL_RECOMPUTE
         raw = gathers * groups.time(CollectiveKind.ALL_GATHER, kv_bytes, ParallelGroup.CP)
     floor = raw if ctx.cp_allgather or ctx.cp_a2a else CP_EXPOSED_FLOOR * raw

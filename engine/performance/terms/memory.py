@@ -6,12 +6,12 @@ never stored by a fused kernel, so no 5as^2 term). Replicated part (divided by t
 layernorm inputs 2 x 2h and the QKV and FFN-in GEMM inputs 2 x 2h (8h), with hidden dropout two 1-byte masks (+2h).
 The parallel block (model.parallel_block) has one layernorm whose output both GEMMs read: half the layernorm
 tensors and fp8 copies (terms/block.stage_share). Sharded part: Q and the attention output 2 x 2qd, K and V 4gd
-(MLA: Q, K, V and output at their widths plus the latents, replicated; engine.performance.attention_widths), the FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer
-Engine): the GEMMs keep their fp8-cast inputs for the weight gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out
-input 1 B (-f); the attention output stays bf16 and the output projection keeps its own fp8 copy (+qd). MoE: the
-FFN part per active expert, plus each routed copy of the token (the experts' input in the dispatch precision and
-their output kept for the combine's backward, bf16), full width on every expert-TP rank (etp / t of them per
-token with MoE parallel folding).
+(MLA: Q, K, V and output at their widths plus the latents, replicated; engine.performance.attention_widths), the
+FFN 4f (GeLU) or 6f (SwiGLU). fp8 (Transformer Engine): the GEMMs keep their fp8-cast inputs for the weight
+gradient - QKV and FFN-in inputs 1 B (-2h), FFN-out input 1 B (-f); the attention output stays bf16 and the output
+projection keeps its own fp8 copy (+qd). MoE: the FFN part per active expert, plus each routed copy of the token
+(the experts' input in the dispatch precision and their output kept for the combine's backward, bf16), full width
+on every expert-TP rank (etp / t of them per token with MoE parallel folding).
 """
 
 from __future__ import annotations

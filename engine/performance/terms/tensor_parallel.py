@@ -1,19 +1,19 @@
 """Tensor-parallel communication of one layer, one micro-batch: all-reduces (or all-gather + reduce-scatter pairs
 with sequence parallelism) of the activations over the TP group. docs/performance-model.md s.3.
 
-Two per layer forward (after attention, after the FFN), two backward, two more when full recomputation reruns
-the forward (on the share of the layers it checkpoints: shape.recomputed_forwards); half on the attention side, half on the FFN side. What the stack hides, as its source does it
-(frameworks.py): Megatron's asynchronous column-parallel backward (``tp_backward_overlap``, from 2021-09) runs the
-input-gradient collective of each side under its weight-gradient GEMM, and with sequence parallelism also the
-re-gather of the sequence-sharded input under the data-gradient GEMM (half a pair more traffic), never more than
-the layer's backward GEMMs last; Transformer Engine's userbuffer overlap (NeMo) hides its ``tp_overlap`` share of
-the rest. The forward's collectives (and a full recomputation's) are exposed otherwise. MoE layers with TP:
-experts are tensor-parallel over the same ranks (Megatron-Core's expert tensor parallelism defaults to the TP
-size), so the FFN-side pair carries every routed copy of the token (top_k) plus the shared experts' input; those
-are the token dispatcher's own NCCL calls, not Transformer Engine linear layers, so TP overlap cannot hide them.
-All-gather dispatcher (Megatron-Core MoEAllGatherTokenDispatcher): one AG + RS pair (an all-reduce's cost) of the
-[S B e, h] hidden states over the t e contiguous ranks per direction, never overlapped; counted here when e = 1 and
-as expert traffic otherwise.
+Two per layer forward (after attention, after the FFN), two backward, two more when full recomputation reruns the
+forward (on the share of the layers it checkpoints: shape.recomputed_forwards); half on the attention side, half on
+the FFN side. What the stack hides, as its source does it (frameworks.py): Megatron's asynchronous column-parallel
+backward (``tp_backward_overlap``, from 2021-09) runs the input-gradient collective of each side under its
+weight-gradient GEMM, and with sequence parallelism also the re-gather of the sequence-sharded input under the
+data-gradient GEMM (half a pair more traffic), never more than the layer's backward GEMMs last; Transformer Engine's
+userbuffer overlap (NeMo) hides its ``tp_overlap`` share of the rest. The forward's collectives (and a full
+recomputation's) are exposed otherwise. MoE layers with TP: experts are tensor-parallel over the same ranks
+(Megatron-Core's expert tensor parallelism defaults to the TP size), so the FFN-side pair carries every routed copy
+of the token (top_k) plus the shared experts' input; those are the token dispatcher's own NCCL calls, not
+Transformer Engine linear layers, so TP overlap cannot hide them. All-gather dispatcher (Megatron-Core
+MoEAllGatherTokenDispatcher): one AG + RS pair (an all-reduce's cost) of the [S B e, h] hidden states over the t e
+contiguous ranks per direction, never overlapped; counted here when e = 1 and as expert traffic otherwise.
 
 MoE parallel folding (``parallelism.etp`` != t, Megatron-Core --expert-tensor-parallel-size): the routed copies'
 pair runs over the etp expert-TP group (etp / t of the attention TP group's tokens: :func:`folded_expert_pair`),
