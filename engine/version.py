@@ -209,6 +209,13 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.27.1 (no result change), from reading the session's diff: context_parallel_comm branches once on the CP
     # form (the all-to-all bytes were chosen on the flag beside the branch that used them); docstrings reflowed
     "2.27.1": "8f2807249ca4f2cf2ddf65235637e2c919b3a431ae5cfa889eb195d81670fe86",
+    # 2.28.0: multi-token prediction (model.mtp_layers, terms/mtp.py): D modules (a 2h x h projection, one layer of
+    # the last layer's kind, the output head and loss again) counted in FLOPs as Megatron-LM counts them, run on the
+    # last pipeline rank beside the output layer (the bottleneck stage's tail now carries compute and the modules'
+    # per-layer communication), their weights (with a pipeline the embedding copy) and one micro-batch of their
+    # activations and logits in the last rank's memory; param_count includes them. DeepSeek-V3's row states its one
+    # module (Sec. 2.2 / 4.2): its GPU-hours stay within 0.1% (its last rank has slack in the 61-layer split)
+    "2.28.0": "c392197e1a3417f78f28f27be96c8c334bd3421f6ce4c042e40a721a9c680b0d",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -60,7 +60,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # hidden 7168, 128 heads with multi-head latent attention (query latent 1536, KV latent 512, per-head
     # query/key 128 + rotary 64, value 128), first 3 layers dense (SwiGLU 18432), then 1 shared + 256 routed
     # experts of 2048, top-8; vocab 129,280; 14.8T tokens, the batch ramped up to 15,360 sequences of 4K tokens.
-    # Multi-token prediction is not modelled. Parallelism: the paper's own (Sec. 3.2.1: "16-way Pipeline Parallelism
+    # One multi-token-prediction module (Sec. 2.2 and 4.2: depth D = 1; the released checkpoint's layer 61, an MoE
+    # layer). Parallelism: the paper's own (Sec. 3.2.1: "16-way Pipeline Parallelism
     # (PP), 64-way Expert Parallelism (EP) spanning 8 nodes, and ZeRO-1 Data Parallelism (DP)", no tensor
     # parallelism); with every degree searched its layout space exceeds the search's limit.
     "deepseek-v3": {
@@ -70,7 +71,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "moe": {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
                           "dense_layers": 3, "dense_ffn_hidden": 18432},
                   "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-                          "qk_rope_head_dim": 64, "v_head_dim": 128}},
+                          "qk_rope_head_dim": 64, "v_head_dim": 128},
+                  "mtp_layers": 1},
         "training": {"global_batch": 15360, "tokens": 14.8e12},
         "parallelism": {"tp": 1, "pp": 16, "cp": 1, "ep": 64},
     },

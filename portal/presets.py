@@ -40,6 +40,7 @@ def preset_form_fields(key: str) -> dict[str, Any]:
         "parallel_block": bool(m.get("parallel_block", False)),
         "attention_window": m.get("attention_window", ""),
         "global_attention_every": m.get("global_attention_every", ""),
+        "mtp_layers": m.get("mtp_layers", ""),
         "tokens_b": _tidy(t["tokens"] / 1e9),
         # a dense preset clears the MoE inputs ("" empties the field in the browser)
         **{field: moe.get(key, "") for field, key in MOE_PRESET_FIELDS.items()},

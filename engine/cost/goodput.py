@@ -27,6 +27,7 @@ import numpy.typing as npt
 from engine.catalog import CatalogError, CatalogItems, items_of_kind
 from engine.document.parse import parse_model
 from engine.performance.attention_widths import attention_widths
+from engine.performance.terms.flops import MTP_PROJECTION_INPUTS_PER_H
 from engine.schema.types import FloatLike
 
 COMPONENT_UNITS = {
@@ -151,7 +152,9 @@ def goodput_arrays(rate_per_day: FloatLike, checkpoint_bytes: FloatLike, write_g
 
 
 def param_count(model: Mapping[str, Any]) -> float:
-    """Parameters of a decoder-only transformer from a scenario ``model`` section (dense or MoE)."""
+    """Parameters of a decoder-only transformer from a scenario ``model`` section (dense or MoE), with its
+    multi-token-prediction modules (``mtp_layers``: each a layer of the last layer's kind and a 2h x h projection; the
+    embedding and output head are shared, so a checkpoint stores them once)."""
     hidden = float(model["hidden"])
     layers = int(model["layers"])
     vocab = float(model["vocab"])
@@ -169,9 +172,12 @@ def param_count(model: Mapping[str, Any]) -> float:
         dense_ffn = float(moe.get("dense_ffn_hidden", 4 * hidden))
         moe_mlp = (experts + shared) * mats * hidden * eff + hidden * experts
         mlp_total = (layers - dense_layers) * moe_mlp + dense_layers * mats * hidden * dense_ffn
+        last_mlp = moe_mlp
     else:
         mlp_total = layers * mats * hidden * ffn
-    return layers * attn + mlp_total + 2.0 * vocab * hidden
+        last_mlp = mats * hidden * ffn
+    mtp = float(model.get("mtp_layers") or 0) * (attn + last_mlp + MTP_PROJECTION_INPUTS_PER_H * hidden * hidden)
+    return layers * attn + mlp_total + 2.0 * vocab * hidden + mtp
 
 
 @dataclass(frozen=True)

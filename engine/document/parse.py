@@ -175,6 +175,7 @@ def parse_model(doc: Any) -> ModelSpec:
         mla=mla,
         parallel_block=parallel_block,
         global_attention_every=every,
+        mtp_layers=read_int(d, "mtp_layers", path, default=0),
     )
 
 

@@ -143,6 +143,7 @@ class Context:
     attention_window: float = 0.0  # model.attention_window: tokens each query attends to; 0 = full attention
     parallel_block: bool = False  # model.parallel_block: attention and FFN from one layernorm (terms/block.py)
     global_attention_every: float = 0.0  # model.global_attention_every: every k-th layer full attention; 0 = none
+    mtp_layers: float = 0.0  # model.mtp_layers: multi-token-prediction modules on the last rank (terms/mtp.py)
     shard_group: float = 0.0  # training.shard_group: ZeRO shard group size (HSDP); 0 = every DP x CP rank
     # training.recompute_modules: what selective recomputation regenerates (RecomputeModule values)
     recompute_modules: frozenset[str] = frozenset(DEFAULT_RECOMPUTE_MODULES)
@@ -288,6 +289,7 @@ def make_context(s: ScenarioSpec, gpu: GpuSpec) -> Context:
         attention_window=float(getattr(m, "attention_window", 0) or 0),
         parallel_block=bool(getattr(m, "parallel_block", False)),
         global_attention_every=float(getattr(m, "global_attention_every", 0) or 0),
+        mtp_layers=float(getattr(m, "mtp_layers", 0) or 0),
     )
 
 

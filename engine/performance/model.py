@@ -33,6 +33,7 @@ from engine.performance.terms.layer import (
     tp_linear_backward_gemms,
 )
 from engine.performance.terms.memory import MemoryPerGpu, memory_per_gpu, usable_memory_bytes
+from engine.performance.terms.mtp import MtpCompute, mtp_compute
 from engine.performance.terms.optimizer import OptimizerStep, optimizer_step
 from engine.performance.terms.parameters import GpuParams, gpu_params
 from engine.performance.terms.pipeline import BottleneckStage, PipelineComm, bottleneck_stage, pipeline_comm
@@ -68,6 +69,7 @@ class StepTerms:
     moe_ffn: MoeFfn
     layer: LayerCompute
     logits: LogitsCompute
+    mtp: MtpCompute
     tensor_parallel: TensorParallelComm
     context_parallel: ContextParallelComm
     expert_parallel: ExpertParallelComm
@@ -114,7 +116,9 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s
-    stage = bottleneck_stage(ctx, lay, shape, layer.total_s, comm_layer, logits.total_s, prof.uneven_pipeline_split)
+    mtp = mtp_compute(ctx, lay, shape, layer.total_s, logits.total_s)
+    stage = bottleneck_stage(ctx, lay, shape, layer.total_s, comm_layer, logits.total_s + mtp.compute_s,
+                             mtp.equivalent_layers, prof.uneven_pipeline_split)
     pp = pipeline_comm(ctx, lay, shape, prof, groups)
     # data parallelism and ZeRO
     params = gpu_params(ctx, lay, shape)
@@ -143,7 +147,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     memory = memory_per_gpu(ctx, lay, shape, prof, params)
     flops = step_flops(ctx, lay.recompute, attn.unfused, full_recompute_share(ctx, lay))
     return StepTerms(shape=shape, framework=prof, attention=attn, dense_ffn=dense, moe_ffn=moe, layer=layer,
-                     logits=logits, tensor_parallel=tp, context_parallel=cp, expert_parallel=ep, stage=stage,
+                     logits=logits, mtp=mtp, tensor_parallel=tp, context_parallel=cp, expert_parallel=ep, stage=stage,
                      pipeline=pp, params=params, data_parallel=dp, zero2=zero2, zero3=zero3, timeline=timeline,
                      optimizer=opt, step=step, memory=memory, flops=flops)
 

@@ -97,6 +97,7 @@ MAX_FFN = 1 << 22  # 4,194,304: ~60x the widest published FFN (73,728)
 MAX_HEADS = 1 << 16  # 65,536: published models use <= 128 query heads
 MAX_VOCAB = 1 << 24  # 16,777,216: ~64x the largest published vocabularies (256k)
 MAX_SEQ_LEN = 1 << 24  # 16,777,216 tokens: longer than any announced context (10M)
+MAX_MTP_LAYERS = 16  # 16x the multi-token-prediction depth published models train with (DeepSeek-V3, GLM-4.5: 1)
 MAX_EXPERTS = 1 << 16  # 65,536: published MoE models use <= 256 routed experts (DeepSeek-V3)
 MAX_GLOBAL_BATCH = 1 << 24  # 16,777,216 sequences: ~1000x the largest published batches (~16k sequences)
 MAX_MICRO_BATCH = 1 << 16  # 65,536 sequences per micro-batch per rank: far beyond any GPU's memory
@@ -126,6 +127,7 @@ BOUNDS: dict[str, Bound] = {
     "model.seq_len": _int_bound(1, MAX_SEQ_LEN, "longer than any announced context, 10M tokens"),
     "model.attention_window": _int_bound(1, MAX_SEQ_LEN, "same bound as model.seq_len"),
     "model.global_attention_every": _int_bound(1, MAX_LAYERS, "at most the layers bound (Gemma 3: 6)"),
+    "model.mtp_layers": _int_bound(0, MAX_MTP_LAYERS, "16x the depth published models train (DeepSeek-V3: 1)"),
     "model.moe.experts": _int_bound(1, MAX_EXPERTS, "published MoE models route to <= 256 experts"),
     "model.moe.top_k": _int_bound(1, MAX_EXPERTS, "at most model.moe.experts"),
     "model.moe.expert_ffn_hidden": _int_bound(1, MAX_FFN, "same bound as model.ffn_hidden"),

@@ -195,6 +195,11 @@ FIELDS: tuple[Field, ...] = (
             "parallel output reduction per layer and pass instead of two (the branches are added first, as "
             "GPT-NeoX's gpt_j_residual does). Dense models only: refused with model.moe "
             "(docs/performance-model.md section 2)"),
+    _f("model.mtp_layers", "int", "Multi-token-prediction modules after the last layer (DeepSeek-V3: 1)",
+       default=0, write=IF_SET, unset=0,
+       more="each a 2h -> h projection, one transformer layer of the last layer's kind and the output head again, "
+            "on the last pipeline rank with a copy of the embedding (Megatron-Core --mtp-num-layers): FLOPs, the "
+            "last rank's time, weights and memory (docs/performance-model.md sections 1, 2, 6)"),
     _f("model.moe", "object", "Mixture of experts (absent: a dense model)", write=CUSTOM),
     _f("model.moe.experts", "int", "Routed experts per MoE layer", default=MANDATORY),
     _f("model.moe.top_k", "int", "Experts each token is routed to (at most experts)", default=MANDATORY),

@@ -153,6 +153,7 @@ class ModelSpec:
     mla: MlaSpec | None = None  # multi-head latent attention (None: standard multi-head / grouped-query attention)
     parallel_block: bool = False  # attention and FFN from one layernorm, added together (GPT-J / PaLM block)
     global_attention_every: int = 0  # with attention_window: every k-th layer full attention (0: none)
+    mtp_layers: int = 0  # multi-token-prediction modules after the last layer (DeepSeek-V3: 1)
 
     @property
     def dim_head(self) -> int:

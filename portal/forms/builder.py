@@ -74,6 +74,8 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
                                        help_text=f"{field('model.global_attention_every').help}. Needs a window; "
                                                  "empty = every layer windowed")
     seq_len = int_input("model.seq_len", label="Sequence length")
+    mtp_layers = int_input("model.mtp_layers", required=False, label="Multi-token prediction modules",
+                           help_text=f"{field('model.mtp_layers').help}. Empty = none")
     # mixture of experts (all empty = a dense model)
     moe_experts = int_input("model.moe.experts", required=False, label="Routed experts",
                             help_text="Per MoE layer; empty = a dense model")
@@ -196,7 +198,7 @@ class ScenarioBuilderForm(FieldErrorMixin, forms.Form):
         "model.heads": "heads", "model.kv_heads": "kv_heads", "model.ffn_hidden": "ffn_hidden",
         "model.gated_ffn": "gated_ffn", "model.parallel_block": "parallel_block", "model.vocab": "vocab",
         "model.attention_window": "attention_window", "model.global_attention_every": "global_attention_every",
-        "model.seq_len": "seq_len",
+        "model.seq_len": "seq_len", "model.mtp_layers": "mtp_layers",
         "model.head_dim": "heads", "model.mla": "mla_kv_lora_rank", "model.moe": "moe_experts",
         **{f"model.moe.{key}": field for field, key in MOE_FIELDS.items()},
         **{f"model.mla.{key}": field for field, key in MLA_FIELDS.items()},

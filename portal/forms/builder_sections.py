@@ -44,7 +44,7 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 #: optional model inputs, each written only when given (its form field has the key's name); empty = not written
-OPTIONAL_MODEL = ("attention_window", "global_attention_every")
+OPTIONAL_MODEL = ("attention_window", "global_attention_every", "mtp_layers")
 #: model keys the builder writes (head_dim, mla and moe by their own rules in model_section)
 FORM_MODEL = ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_ffn", "parallel_block", "vocab",
               "seq_len", "head_dim", "mla", "moe", *OPTIONAL_MODEL)

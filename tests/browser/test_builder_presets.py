@@ -32,6 +32,7 @@ def test_a_preset_sets_the_parallelism_mode_and_its_degrees(live_server: Any, br
     values = {name: page.input_value(f"input[name={name}]") for name in ("tp", "pp", "vpp", "cp", "ep", "etp")}
     assert values == {"tp": "1", "pp": "16", "vpp": "", "cp": "1", "ep": "64", "etp": ""}, values
     assert page.input_value("input[name=mla_kv_lora_rank]") == "512"
+    assert page.input_value("input[name=mtp_layers]") == "1"  # DeepSeek-V3's one multi-token-prediction module
     # the estimate follows the form: DeepSeek-V3 on the builder's cluster, not refused for the size of its search
     wait_js(page, "document.querySelector('#estimate-result') && document.querySelector('#est-step-time')"
                   " && !document.querySelector('#estimate-errors')"
@@ -42,3 +43,4 @@ def test_a_preset_sets_the_parallelism_mode_and_its_degrees(live_server: Any, br
     page.select_option("select[name=preset]", "llama3-8b")
     assert page.is_checked("input[name=par_mode][value=auto]")
     assert not page.is_visible("input[name=pp]")
+    assert page.input_value("input[name=mtp_layers]") == ""

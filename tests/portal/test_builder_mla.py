@@ -253,7 +253,7 @@ def test_a_preset_that_states_its_degrees_sets_manual_mode_and_the_others_leave_
 def test_the_v3_preset_parses_and_predicts_near_the_published_gpu_hours() -> None:
     """On 2,048 H800 (the paper's cluster, fp8 training) the search finds a layout that fits; the predicted
     pre-training time is within 2x of the 2,664K H800 GPU hours DeepSeek-V3 reports (arXiv 2412.19437, Table 1),
-    which include the batch-size ramp and multi-token prediction the preset leaves out."""
+    which include the batch-size ramp the preset leaves out (its one multi-token-prediction module is in)."""
     from engine.document.parse import parse_scenario
     from engine.performance.api import predict
     from planning.presets import PRESETS

@@ -28,6 +28,7 @@ from engine.performance.hardware import GpuSpec
 from engine.performance.terms.attention import unfused_attention
 from engine.performance.terms.block import stage_share
 from engine.performance.terms.expert_parallel import dispatch_elem_bytes
+from engine.performance.terms.mtp import mtp_activation_bytes
 from engine.performance.terms.parameters import GpuParams
 from engine.performance.terms.shape import (
     LayoutShape,
@@ -196,23 +197,33 @@ def last_rank_layer_microbatches(ctx: Context, lay: Layouts, shape: LayoutShape)
     return np.asarray(earlier + last_chunk, dtype=np.float64)
 
 
+def stage_state_bytes(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, params: GpuParams,
+                      with_mtp: bool) -> Bytes:
+    """Weights, gradients and Adam states of an edge stage as ZeRO shards them: the dense part over the ZeRO shard
+    ranks, routed experts over the expert shard ranks; the last rank's with the multi-token-prediction modules."""
+    total = params.total_params - (0.0 if with_mtp else params.mtp_params)
+    experts = params.expert_params - (0.0 if with_mtp else params.mtp_expert_params)
+    return (state_bytes(lay, prof, total - experts, shape.zero_shard_ranks, ctx.adam_state_bytes)
+            + state_bytes(lay, prof, experts, shape.expert_shard_ranks, ctx.adam_state_bytes))
+
+
 def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,
                    params: GpuParams) -> MemoryPerGpu:
     """Bytes per GPU on the busiest pipeline stage (the first, or the last with its logits)."""
     pp, m_tok = lay.pp, shape.microbatch_tokens
     act = layer_activations(ctx, lay, shape)
-    states = (state_bytes(lay, prof, params.total_params - params.expert_params, shape.zero_shard_ranks,
-                          ctx.adam_state_bytes)
-              + state_bytes(lay, prof, params.expert_params, shape.expert_shard_ranks, ctx.adam_state_bytes))
+    states = stage_state_bytes(ctx, lay, shape, prof, params, with_mtp=True)  # the last rank's (the only with pp 1)
+    first_states = np.where(pp > 1, stage_state_bytes(ctx, lay, shape, prof, params, with_mtp=False), states)
     buffers = zero3_buffer_bytes(lay, params.layer_params)
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)
     in_flight = in_flight_layer_microbatches(ctx, lay, shape)
     logits = m_tok * ctx.vocab / lay.tp * LOGITS_BYTES_PER_ELEM
-    act_mem = m_tok * act.kept_bytes * in_flight + working + np.where(pp > 1, 0.0, logits)
-    first = states + buffers + act_mem
+    mtp = mtp_activation_bytes(ctx, lay, shape, act.kept_bytes, logits)  # on the last rank
+    act_mem = m_tok * act.kept_bytes * in_flight + working + np.where(pp > 1, 0.0, logits + mtp)
+    first = first_states + buffers + act_mem
     last_in_flight = last_rank_layer_microbatches(ctx, lay, shape)
-    last = np.where(pp > 1, states + buffers + m_tok * last_in_flight * act.kept_bytes + logits, 0.0)
+    last = np.where(pp > 1, states + buffers + m_tok * last_in_flight * act.kept_bytes + logits + mtp, 0.0)
     return MemoryPerGpu(states_bytes=states, zero3_buffer_bytes=buffers, in_flight_layer_microbatches=in_flight,
                         activation_bytes=act_mem, logits_bytes=logits, last_stage_bytes=last,
                         total_bytes=np.asarray(np.maximum(first, last), dtype=np.float64))

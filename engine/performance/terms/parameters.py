@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.context import Context, Layouts
+from engine.performance.terms.mtp import mtp_params
 from engine.performance.terms.shape import LayoutShape
 from engine.units import Count
 
@@ -32,9 +33,11 @@ class GpuParams:
 
     layer_params: Count  # one layer, averaged over dense and MoE layers (what ZeRO-3 gathers per layer)
     vocab_params: Count  # embedding (and output layer without PP)
-    total_params: Count  # the stage's layers + vocabulary
+    total_params: Count  # the stage's layers + vocabulary (+ the MTP modules: the last rank, the busiest edge)
     expert_params: Count  # of total: routed-expert weights (replicated over the edp expert-data-parallel ranks only)
     tp_duplicated_params: Count  # of total: weights whole on every TP rank (MLA down-projections, the router)
+    mtp_params: Count  # of total: what the multi-token-prediction modules add to the last rank (terms/mtp.py)
+    mtp_expert_params: Count  # of mtp_params and expert_params: the modules' routed experts
 
 
 def params_per_layer(ctx: Context) -> LayerParams:
@@ -52,18 +55,20 @@ def gpu_params(ctx: Context, lay: Layouts, shape: LayoutShape) -> GpuParams:
     tp, ep, etp, f = lay.tp, lay.ep, lay.expert_tp, shape.moe_layer_fraction
     p = params_per_layer(ctx)
     h = ctx.hidden
+    routed_gpu = ctx.experts / ep * p.expert_params / etp  # one MoE layer's local routed experts
     moe_p_gpu = (ctx.experts / ep + ctx.shared_experts) * p.expert_params / tp + h * ctx.experts
     if np.any(lay.folded):  # routed experts over etp, shared experts over t
-        folded = (ctx.experts / ep * p.expert_params / etp + ctx.shared_experts * p.expert_params / tp
-                  + h * ctx.experts)
+        folded = routed_gpu + ctx.shared_experts * p.expert_params / tp + h * ctx.experts
         moe_p_gpu = np.where(lay.folded, folded, moe_p_gpu)
     attn_gpu = (p.attention_params - p.attention_replicated_params) / tp + p.attention_replicated_params
     layer_p_gpu = attn_gpu + (1.0 - f) * p.dense_ffn_params / tp + f * moe_p_gpu
     vocab = ctx.vocab * h / tp * np.where(lay.pp > 1, VOCAB_MATRICES_PIPELINED, VOCAB_MATRICES_ONE_STAGE)
-    experts = shape.stage_layers * f * (ctx.experts / ep) * p.expert_params / etp
-    total = shape.stage_layers * layer_p_gpu + vocab
+    mtp = mtp_params(ctx, lay, attn_gpu, moe_p_gpu, p.dense_ffn_params / tp, routed_gpu)
+    experts = shape.stage_layers * f * routed_gpu + mtp.expert
+    total = shape.stage_layers * layer_p_gpu + vocab + mtp.total
     return GpuParams(layer_params=layer_p_gpu, vocab_params=vocab, total_params=total,
-                     expert_params=experts, tp_duplicated_params=tp_duplicated_params(ctx, shape))
+                     expert_params=experts, tp_duplicated_params=tp_duplicated_params(ctx, shape),
+                     mtp_params=mtp.total, mtp_expert_params=mtp.expert)
 
 
 def tp_duplicated_params(ctx: Context, shape: LayoutShape) -> Count:

@@ -1,6 +1,7 @@
 """Pipeline parallelism: the bottleneck stage, point-to-point transfers between stages, and the bubble.
 
-The output layer and the loss run on the last stage, beside its whole layers; the slowest stage paces the schedule:
+The output layer and the loss (and multi-token-prediction modules: terms/mtp.py) run on the last stage, beside its
+whole layers; the slowest stage paces the schedule:
 every stage ceil(L/(p v)) v layers and the last one the output layer too where the stack splits evenly, the best
 whole-layer split where it can give the last stage fewer layers (Megatron-LM from 2024-09, DeepSpeed, Llama 3).
 1F1B / interleaved 1F1B: the bubble is (p-1)/v micro-batch slots (Narayanan et al. 2021). Megatron
@@ -28,11 +29,12 @@ P2P_TRANSFERS_PER_STAGE = 2.0
 @dataclass(frozen=True)
 class BottleneckStage:
     model_fraction: Ratio  # the bottleneck stage's share of the whole model's time per micro-batch
-    compute_s: Seconds  # its compute per micro-batch (layers + its share of the logits)
+    compute_s: Seconds  # its compute per micro-batch (layers + its share of the tail: logits, MTP modules)
+    comm_layers: float = 0.0  # layers with per-layer communication in the model: L + the MTP modules' layers
 
     def per_microbatch(self, ctx: Context, per_layer_s: Arr) -> Seconds:
-        """A per-layer time summed over the bottleneck stage's share of the layers."""
-        return self.model_fraction * ctx.layers * per_layer_s
+        """A per-layer time summed over the bottleneck stage's share of the layers (the MTP modules' included)."""
+        return self.model_fraction * (self.comm_layers or ctx.layers) * per_layer_s
 
 
 @dataclass(frozen=True)
@@ -76,15 +78,21 @@ def last_rank_layers(ctx: Context, lay: Layouts, shape: LayoutShape, logits_laye
 
 
 def bottleneck_stage(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: Seconds, comm_layer_s: Seconds,
-                     logits_s: Seconds, uneven: BoolArr) -> BottleneckStage:
-    """The pipeline rank that paces the schedule (:func:`last_rank_layers`) and its share of the model's time."""
+                     tail_compute_s: Seconds, tail_layers: float, uneven: BoolArr) -> BottleneckStage:
+    """The pipeline rank that paces the schedule (:func:`last_rank_layers`) and its share of the model's time. The
+    tail is the last rank's work beside its layers per micro-batch: ``tail_compute_s`` of compute (the output layer
+    and loss; the MTP modules' projections, logits and layers: terms/mtp.py) and the per-layer communication of
+    ``tail_layers`` more layers (the MTP modules' layers). The stage's compute and communication are its share of
+    the model's (continuous in every input, so a faster part never makes the stage slower)."""
     layer_all = layer_total_s + comm_layer_s
-    model_time = ctx.layers * layer_all + logits_s
-    g = logits_s / np.maximum(layer_all, TINY)
+    tail_s = tail_compute_s + tail_layers * comm_layer_s
+    model_time = ctx.layers * layer_all + tail_s
+    g = tail_s / np.maximum(layer_all, TINY)
     # Whole layers summing to L + g over p ranks: the binding rank is never below the even share model_time / p.
     stage_time = last_rank_layers(ctx, lay, shape, g, uneven) * layer_all
     share = stage_time / np.maximum(model_time, TINY)
-    return BottleneckStage(model_fraction=share, compute_s=share * (ctx.layers * layer_total_s + logits_s))
+    return BottleneckStage(model_fraction=share, compute_s=share * (ctx.layers * layer_total_s + tail_compute_s),
+                           comm_layers=ctx.layers + tail_layers)
 
 
 def pipeline_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,

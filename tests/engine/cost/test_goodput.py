@@ -117,14 +117,24 @@ def test_failure_rate_scale_and_fixed_interval() -> None:
     assert g["checkpoint_interval_min"] == 30.0
 
 
-@pytest.mark.parametrize(("run_id", "published_b"), [("deepseek-v3-2048-h800", 671.0), ("deepseek-v2-h800", 236.0)])
-def test_param_count_of_mla_models_is_their_published_total(run_id: str, published_b: float) -> None:
-    """DeepSeek-V3 671B (arXiv 2412.19437 abstract, without the 14B MTP module), DeepSeek-V2 236B (arXiv 2405.04434
-    abstract): MLA's five attention matrices per layer, not the standard h x (q + 2kv) + q x h."""
+# DeepSeek-V3's released checkpoint: 685B = 671B main model + 14B MTP module (the model card), whose 14B include its
+# own copies of the embedding and output head (2 x 129,280 x 7,168), which the module shares with the main model
+V3_WITH_MTP_B = 685.0 - 2 * 129280 * 7168 / 1e9
+
+
+@pytest.mark.parametrize(("run_id", "published_b", "mtp"), [("deepseek-v3-2048-h800", 671.0, False),
+                                                            ("deepseek-v3-2048-h800", V3_WITH_MTP_B, True),
+                                                            ("deepseek-v2-h800", 236.0, False)])
+def test_param_count_of_mla_models_is_their_published_total(run_id: str, published_b: float, mtp: bool) -> None:
+    """DeepSeek-V3 671B (arXiv 2412.19437 abstract, without the MTP module) and with its one MTP module (an MoE
+    layer and the 2h x h projection), DeepSeek-V2 236B (arXiv 2405.04434 abstract): MLA's five attention matrices
+    per layer, not the standard h x (q + 2kv) + q x h."""
     import json
 
     from engine.validation.runs import HOLDOUT_RUNS
 
     runs = json.loads(HOLDOUT_RUNS.read_text(encoding="utf-8"))["runs"]
-    model = next(r for r in runs if r["id"] == run_id)["scenario"]["model"]
+    model = dict(next(r for r in runs if r["id"] == run_id)["scenario"]["model"])
+    if not mtp:
+        model.pop("mtp_layers", None)
     assert param_count(model) / 1e9 == pytest.approx(published_b, rel=0.005)

@@ -19,7 +19,9 @@ MOE = {"name": "moe", "layers": 16, "hidden": 2048, "heads": 16, "kv_heads": 16,
        "gated_ffn": True, "vocab": 32000, "seq_len": 4096,
        "moe": {"experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2, "dense_layers": 1,
                "dense_ffn_hidden": 8192}}
-MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE, "moe-16b-allgather": MOE}
+# with two multi-token-prediction modules on the last pipeline rank (terms/mtp.py): the tail beside the output layer
+MODELS = {"gpt-22b": None, "llama-7b": LLAMA_7B, "moe-16b": MOE, "moe-16b-allgather": MOE,
+          "moe-16b-mtp": {**MOE, "mtp_layers": 2}}
 # per-model training settings: the all-gather token dispatcher (gathers over TP x EP, crosses the NICs)
 TRAINING = {"moe-16b-allgather": {"moe_dispatcher": "allgather"}}
 PARAMS = list(MODELS)

@@ -14,7 +14,7 @@ from tests.engine.performance._build import BW, LinearComm, build, dense_doc
 def _stage(doc: dict, logits_s: float, uneven: bool, layer_s: float = 1.0) -> float:
     """The bottleneck stage's share of the model's time per micro-batch (layer 1 s, comm 0 s)."""
     ctx, lay, shape = build(doc)
-    stage = bottleneck_stage(ctx, lay, shape, np.array([layer_s]), np.array([0.0]), np.array([logits_s]),
+    stage = bottleneck_stage(ctx, lay, shape, np.array([layer_s]), np.array([0.0]), np.array([logits_s]), 0.0,
                              np.array([uneven]))
     return float(stage.model_fraction[0])
 
@@ -26,10 +26,10 @@ def test_stage_of_whole_layers_is_the_bottleneck_when_layers_do_not_split_evenly
     ctx, lay, shape = build(dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=30)))
     assert shape.stage_layers[0] == 8
     uneven = np.array([True])
-    stage = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([0.0]), uneven)
+    stage = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([0.0]), 0.0, uneven)
     assert stage.model_fraction[0] == pytest.approx(12.0 / 45.0, rel=1e-12)
     assert stage.compute_s[0] == pytest.approx(12.0 / 45.0 * 30.0, rel=1e-12)
-    heavy = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([15.0]), uneven)
+    heavy = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([15.0]), 0.0, uneven)
     assert heavy.model_fraction[0] == pytest.approx(0.25, rel=1e-12)
     assert heavy.compute_s[0] == pytest.approx(0.25 * (30.0 + 15.0), rel=1e-12)
 
@@ -94,3 +94,17 @@ def test_interleaved_overlap_hides_all_but_one_transfer() -> None:
 def test_bubble_is_p_minus_1_over_v_microbatch_slots() -> None:
     _, lay, _ = build(dense_doc(pp=4, tp=8, vpp=2, gpus=64, gb=64))
     assert pipeline_bubble(lay, np.array([0.2]))[0] == pytest.approx(3 / 2 * 0.2, rel=1e-12)
+
+
+def test_the_tails_layers_add_their_communication_to_the_last_rank() -> None:
+    """An even split (8 of 32 layers a rank, the last the tail too), layers of 1 s compute + 0.5 s communication: a
+    tail of 3 s compute and 2 layers' communication (MTP modules' layers) is 3 + 2 x 0.5 = 4 s on the last rank, which
+    binds with 8 x 1.5 + 4 = 16 of the model's 32 x 1.5 + 4 = 52 s; its per-layer communication runs over that share
+    of L + 2 layers, its compute over that share of 32 + 3 s."""
+    ctx, lay, shape = build(dense_doc(pp=4, tp=8, gpus=64, gb=64, model=dict(LLAMA_7B, layers=32)))
+    stage = bottleneck_stage(ctx, lay, shape, np.array([1.0]), np.array([0.5]), np.array([3.0]), 2.0,
+                             np.array([False]))
+    share = 16.0 / 52.0
+    assert stage.model_fraction[0] == pytest.approx(share, rel=1e-12)
+    assert stage.compute_s[0] == pytest.approx(share * 35.0, rel=1e-12)
+    assert stage.per_microbatch(ctx, np.array([0.5]))[0] == pytest.approx(share * 34 * 0.5, rel=1e-12)

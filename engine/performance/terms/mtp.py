@@ -1,0 +1,97 @@
+"""Multi-token prediction (model.mtp_layers): D sequential modules after the main model, on the last pipeline rank.
+
+Module k (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2) normalises the previous depth's hidden state and the embedding of
+token i + k, concatenates them (2h), projects them back to h (M_k, 2h x h), runs one transformer layer and the
+shared output head and cross-entropy on the result. Megatron-Core (``--mtp-num-layers``, 09ebca716d, 2025-03-22;
+megatron/core/transformer/multi_token_prediction.py) builds the layer from the decoder's last-layer spec (an MoE
+layer in an MoE model), puts every module on the last pipeline stage ("we only support put all of MTP layers on the
+last pipeline stage") and keeps there a copy of the word embedding tied to the first stage's. Per micro-batch the
+last rank therefore runs, beside its layers and the output layer, D x (projection + one layer + the output layer
+and loss again), and holds the modules' weights, the embedding copy and the modules' activations and logits.
+docs/performance-model.md s.2, s.6.
+
+Not modelled: the projection's TP all-gather (one h-wide gather per module and pass, beside a layer's several), and
+ZeRO-3 gathers of the modules' weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.performance.context import Context, Layouts
+from engine.performance.datatypes import BYTES_ACT
+from engine.performance.terms.flops import MTP_PROJECTION_INPUTS_PER_H, flops_per_token, mtp_layer_flops
+from engine.performance.terms.kernels import BWD_GEMM_FACTOR, gemm_time
+from engine.performance.terms.shape import LayoutShape
+from engine.units import Arr, Bytes, Count, Seconds
+
+# Kept for the backward per token and module: the two RMSNorm inputs (the hidden state and the embedding, h each)
+# and their normed concatenation (2h, the projection's input), in bf16: 4h elements.
+MTP_SAVED_ELEMS_PER_H = 4.0
+
+
+@dataclass(frozen=True)
+class MtpCompute:
+    """The D modules' work per micro-batch on the last pipeline rank."""
+
+    projection_s: Seconds  # one module's 2h -> h projection, forward and backward
+    equivalent_layers: float  # D x one module's layer FLOPs / the model's mean layer FLOPs
+    compute_s: Seconds  # D x (projection + output layer and loss) + the layers' compute (their communication: the
+    # bottleneck stage counts equivalent_layers more layers of it on the last rank, terms/pipeline.py)
+
+
+def mtp_equivalent_layers(ctx: Context) -> float:
+    """The D modules' transformer layers in mean layers of the model: D x their FLOPs / (the L layers' FLOPs / L).
+    A dense model's module layer is one mean layer; an MoE model's is an MoE layer (heavier or lighter than the mean
+    when the model has dense layers)."""
+    if not ctx.mtp_layers:
+        return 0.0
+    mean = flops_per_token(ctx).layers_flops / ctx.layers
+    return ctx.mtp_layers * mtp_layer_flops(ctx) / mean
+
+
+def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: Seconds,
+                logits_total_s: Seconds) -> MtpCompute:
+    """Time per micro-batch of the modules on the last rank: D projections (M x 2h) @ (2h x h/t) forward and backward,
+    D more passes of the output layer and loss (``logits_total_s``), and the modules' layers as
+    :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each."""
+    d = float(ctx.mtp_layers)
+    h = ctx.hidden
+    proj = (1.0 + BWD_GEMM_FACTOR) * gemm_time(ctx, shape.microbatch_tokens,
+                                               MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
+    eq = mtp_equivalent_layers(ctx)
+    return MtpCompute(projection_s=proj, equivalent_layers=eq,
+                      compute_s=d * (proj + logits_total_s) + eq * layer_total_s)
+
+
+@dataclass(frozen=True)
+class MtpParams:
+    """Weights the D modules add to the last pipeline rank, per GPU."""
+
+    total: Count  # layers, projections and (with a pipeline) the embedding copy
+    expert: Count  # of which routed-expert weights (sharded over the expert-data-parallel ranks)
+
+
+def mtp_params(ctx: Context, lay: Layouts, attention_gpu: Count, moe_layer_gpu: Count, dense_ffn_gpu: Count,
+               routed_expert_gpu: Count) -> MtpParams:
+    """Per GPU: D x (the last layer kind's weights + the 2h x h/t projection), and with a pipeline the word
+    embedding's copy V h / t (without one the stage already holds the embedding)."""
+    d = float(ctx.mtp_layers)
+    layer = attention_gpu + (moe_layer_gpu if ctx.moe else dense_ffn_gpu)
+    proj = MTP_PROJECTION_INPUTS_PER_H * ctx.hidden ** 2 / lay.tp
+    embedding_copy = np.where(lay.pp > 1, ctx.vocab * ctx.hidden / lay.tp, 0.0) if d else 0.0 * lay.tp
+    experts = d * routed_expert_gpu if ctx.moe else 0.0 * lay.tp
+    return MtpParams(total=np.asarray(d * (layer + proj) + embedding_copy, dtype=np.float64),
+                     expert=np.asarray(experts + 0.0 * lay.tp, dtype=np.float64))
+
+
+def mtp_activation_bytes(ctx: Context, lay: Layouts, shape: LayoutShape, layer_kept_bytes: Arr,
+                         logits_bytes: Bytes) -> Bytes:
+    """Bytes per GPU the modules hold for one micro-batch on the last rank (1F1B keeps one in flight there; the
+    modules run at the end of the last chunk): D x (a mean layer's kept activations + the normed inputs, M 4h 2 B
+    over the sequence-parallel ranks, + one more set of logits)."""
+    d = float(ctx.mtp_layers)
+    inputs = BYTES_ACT * MTP_SAVED_ELEMS_PER_H * ctx.hidden / shape.sequence_shard_ranks
+    return d * (shape.microbatch_tokens * (layer_kept_bytes + inputs) + logits_bytes) + 0.0 * lay.tp
