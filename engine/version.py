@@ -216,6 +216,11 @@ ENGINE_RELEASES: dict[str, str] = {
     # activations and logits in the last rank's memory; param_count includes them. DeepSeek-V3's row states its one
     # module (Sec. 2.2 / 4.2): its GPU-hours stay within 0.1% (its last rank has slack in the 61-layer split)
     "2.28.0": "c392197e1a3417f78f28f27be96c8c334bd3421f6ce4c042e40a721a9c680b0d",
+    # 2.29.0: DeepSpeed's pipeline sends and receives block one at a time (pipe/p2p.py asserts async_op False at
+    # 2021-10 and 2025-02; TrainSchedule's RecvActivation, SendGrad / SendActivation, RecvGrad): four transfers per
+    # micro-batch in a row where Megatron's batched pairs take two (FrameworkProfile.p2p_sequential). MT-NLG
+    # -11.4/-12.4/-14.8% -> -11.0/-11.9/-14.4%, BLOOM +2.3% -> +0.9%; all-sets LOSO 8.5% -> 8.4%
+    "2.29.0": "00e169578ba61c645c24b4d4b7d46a1bac969a1eede969238579a5cdd490bc84",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -94,6 +94,10 @@ class FrameworkProfile:
     zero2_shards_grads: bool  # ZeRO-2 keeps only the owned gradient partition in memory
     zero3_prefetch_layers: float  # layers of parameters gathered ahead (0 = gather on demand)
     pp_overlap: bool  # send/recv of interleaved schedules overlapped with compute
+    # each pipeline send and receive a blocking call of its own (DeepSpeed's pipe/p2p.py), so a micro-batch's four
+    # transfers (receive the activation, send the gradient back, send the activation on, receive its gradient) run
+    # one after another; otherwise they run as two batched send/receive pairs (Megatron's p2p_communication)
+    p2p_sequential: bool = False
     # the column-parallel linears' backward overlaps its input-gradient collective with the weight-gradient GEMM (and,
     # with sequence parallelism, the re-gather of its input with the data-gradient GEMM): terms/tensor_parallel.py
     tp_backward_overlap: bool = False
@@ -204,13 +208,17 @@ NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6
 # deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused. It runs ZeRO-0/1 only:
 # PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (fbece50b2, 2021-04-19, PR
 # #980, still in deepspeed/runtime/pipe/engine.py in 2025; the assertion made an unsupported combination explicit,
-# so every date takes it). Its PipelineModule splits by partition_method ('parameters' by default, 'uniform',
+# so every date takes it). Its point-to-point transfers are blocking calls, one tensor at a time (deepspeed/runtime/pipe/
+# p2p.py send/recv assert async_op is False, dist.send / dist.recv, at c0eeb69df 2021-10 and 38327e07f 2025-02), and
+# TrainSchedule issues RecvActivation, SendGrad on forward steps and SendActivation, RecvGrad on backward steps: four
+# serial transfers per micro-batch (p2p_sequential). Its PipelineModule splits by partition_method ('parameters' by default, 'uniform',
 # 'type:<regex>') from the pipeline engine's first commit (65c2f974d, 2020-09-09, PR #392): stages of unequal layer
 # counts at every date (BLOOM's 'type:transformer|embedding' gave the end ranks one layer fewer).
 _DEEPSPEED_2020 = FrameworkProfile(
     name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=5e8, zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0,
-    pp_overlap=False, max_zero=2, interleaved_pipeline=False, zero3_gather=ZERO3_PER_TENSOR_SYNC, max_zero_with_pp=1)
+    pp_overlap=False, max_zero=2, interleaved_pipeline=False, zero3_gather=ZERO3_PER_TENSOR_SYNC, max_zero_with_pp=1,
+    p2p_sequential=True)
 DEEPSPEED_PROFILES: tuple[FrameworkProfile, ...] = (
     _DEEPSPEED_2020,
     # 599258f97 (2021-03-08) "ZeRO 3 Offload (#834)": stage 3, one list-based all_gather per parameter tensor, each
@@ -309,6 +317,7 @@ class LayoutProfiles:
     zero2_shards_grads: BoolArr
     zero3_prefetch_layers: Count
     pp_overlap: BoolArr
+    p2p_sequential: BoolArr
     ep_overlap: BoolArr
     zero3_per_tensor: BoolArr  # one synchronous collective per parameter tensor (FrameworkProfile.zero3_gather)
     zero3_gather_bucket_params: Count

@@ -22,8 +22,13 @@ from engine.performance.terms.groups import GroupComm
 from engine.performance.terms.shape import LayoutShape, edge_stage_layers, edges_in_split
 from engine.units import TINY, Arr, BoolArr, Bytes, Ratio, Seconds
 
-# Per virtual stage and micro-batch: the activation forward and its gradient backward.
+# Per virtual stage and micro-batch: the activation forward and its gradient backward, each a batched send/receive
+# pair on the critical path (Megatron's send_forward_recv_backward / send_backward_recv_forward).
 P2P_TRANSFERS_PER_STAGE = 2.0
+# A stack whose sends and receives block one at a time (FrameworkProfile.p2p_sequential, DeepSpeed's pipeline engine):
+# a middle rank receives the activation, sends the gradient back, sends its activation on and receives that gradient,
+# four transfers in a row per micro-batch.
+P2P_SEQUENTIAL_TRANSFERS_PER_STAGE = 4.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class PipelineComm:
     """Send/recv per micro-batch on the bottleneck stage."""
 
     transfer_bytes: Bytes  # one activation (or gradient) per TP rank: M h 2 B / t
-    raw_s: Seconds  # 2 v transfers
+    raw_s: Seconds  # 2 v transfers (4 v where each send and receive blocks alone)
     hideable_s: Seconds  # interleaved schedules overlap their send/recv with other chunks' compute
     floor_s: Seconds  # one transfer per micro-batch stays exposed
     on_nic: BoolArr  # stage neighbours in different NVLink domains
@@ -99,10 +104,11 @@ def pipeline_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutPr
                   groups: GroupComm) -> PipelineComm:
     pp, vpp = lay.pp, lay.vpp
     nbytes = shape.microbatch_tokens * ctx.hidden * BYTES_ACT / lay.tp
-    raw = np.where(pp > 1, P2P_TRANSFERS_PER_STAGE * vpp * groups.p2p(nbytes), 0.0)
+    transfers = np.where(prof.p2p_sequential, P2P_SEQUENTIAL_TRANSFERS_PER_STAGE, P2P_TRANSFERS_PER_STAGE) * vpp
+    raw = np.where(pp > 1, transfers * groups.p2p(nbytes), 0.0)
     # Megatron-LM --overlap-p2p-communication, on by default with virtual stages
     hideable = np.where(prof.pp_overlap & (vpp > 1), raw, 0.0)
-    floor = hideable / np.maximum(P2P_TRANSFERS_PER_STAGE * vpp, 1.0)
+    floor = hideable / np.maximum(transfers, 1.0)
     return PipelineComm(transfer_bytes=nbytes, raw_s=raw, hideable_s=hideable, floor_s=floor,
                         on_nic=np.asarray(lay.tp * lay.cp * lay.dp >= ctx.domain))
 

@@ -84,6 +84,23 @@ def test_send_recv_per_microbatch_is_two_transfers_per_virtual_stage() -> None:
     assert pp.hideable_s[0] == 0.0  # no p2p overlap before 2023-05
 
 
+@pytest.mark.parametrize("release", ["2021-10", "2025-02"])
+def test_deepspeeds_blocking_sends_and_receives_are_four_transfers_per_microbatch(release: str) -> None:
+    """DeepSpeed's pipeline engine (1F1B, no virtual stages): each send and receive blocks alone (pipe/p2p.py), and a
+    middle rank receives the activation, sends the gradient back, sends its activation on and receives that gradient:
+    4 x M h 2 B / t per micro-batch in a row, none hidden (Megatron's batched pairs: 2)."""
+    ctx, lay, shape = build(dense_doc(pp=4, tp=8, gpus=64, gb=64, zero=1, framework="deepspeed",
+                                      framework_release=release))
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp, ctx.framework_release)
+    pp = pipeline_comm(ctx, lay, shape, prof, LinearComm())
+    nbytes = 4096 * 4096 * 2.0 / 8
+    assert pp.raw_s[0] == pytest.approx(4 * nbytes / BW, rel=1e-12)
+    assert pp.hideable_s[0] == 0.0
+    megatron = build(dense_doc(pp=4, tp=8, gpus=64, gb=64, framework="megatron-core", framework_release="2023-01"))
+    prof_m = layout_profiles(megatron[0].framework, megatron[1].tp, megatron[1].pp, megatron[0].framework_release)
+    assert pipeline_comm(*megatron, prof_m, LinearComm()).raw_s[0] == pytest.approx(2 * nbytes / BW, rel=1e-12)
+
+
 def test_interleaved_overlap_hides_all_but_one_transfer() -> None:
     ctx, lay, shape = build(dense_doc(pp=4, tp=8, vpp=2, gpus=64, gb=64, framework="megatron-core"))
     pp = pipeline_comm(ctx, lay, shape, layout_profiles(ctx.framework, lay.tp, lay.pp), LinearComm())
