@@ -221,6 +221,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # micro-batch in a row where Megatron's batched pairs take two (FrameworkProfile.p2p_sequential). MT-NLG
     # -11.4/-12.4/-14.8% -> -11.0/-11.9/-14.4%, BLOOM +2.3% -> +0.9%; all-sets LOSO 8.5% -> 8.4%
     "2.29.0": "00e169578ba61c645c24b4d4b7d46a1bac969a1eede969238579a5cdd490bc84",
+    # 2.29.1 (no result change): a scenario without multi-token-prediction modules skips their terms (no projection
+    # GEMM timed, no second state count for the first rank) on the search's hot path
+    "2.29.1": "804be97cd4d4c87355c65cdeda049167143bdf4410de44c4f5da25e3d2875b08",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -213,7 +213,8 @@ def memory_per_gpu(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutP
     pp, m_tok = lay.pp, shape.microbatch_tokens
     act = layer_activations(ctx, lay, shape)
     states = stage_state_bytes(ctx, lay, shape, prof, params, with_mtp=True)  # the last rank's (the only with pp 1)
-    first_states = np.where(pp > 1, stage_state_bytes(ctx, lay, shape, prof, params, with_mtp=False), states)
+    first_states = (np.where(pp > 1, stage_state_bytes(ctx, lay, shape, prof, params, with_mtp=False), states)
+                    if ctx.mtp_layers else states)
     buffers = zero3_buffer_bytes(lay, params.layer_params)
     # full recomputation also holds one layer's working set while it recomputes
     working = np.where(lay.recompute >= RECOMPUTE_FULL, m_tok * (act.stored_bytes + act.score_bytes), 0.0)

@@ -58,6 +58,9 @@ def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: S
     D more passes of the output layer and loss (``logits_total_s``), and the modules' layers as
     :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each."""
     d = float(ctx.mtp_layers)
+    if not d:  # no modules: nothing to time (the common case, kept off the search's hot path)
+        zero = np.zeros_like(layer_total_s)
+        return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero)
     h = ctx.hidden
     proj = (1.0 + BWD_GEMM_FACTOR) * gemm_time(ctx, shape.microbatch_tokens,
                                                MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
@@ -79,9 +82,12 @@ def mtp_params(ctx: Context, lay: Layouts, attention_gpu: Count, moe_layer_gpu: 
     """Per GPU: D x (the last layer kind's weights + the 2h x h/t projection), and with a pipeline the word
     embedding's copy V h / t (without one the stage already holds the embedding)."""
     d = float(ctx.mtp_layers)
+    if not d:
+        zero = np.zeros_like(lay.tp, dtype=np.float64)
+        return MtpParams(total=zero, expert=zero)
     layer = attention_gpu + (moe_layer_gpu if ctx.moe else dense_ffn_gpu)
     proj = MTP_PROJECTION_INPUTS_PER_H * ctx.hidden ** 2 / lay.tp
-    embedding_copy = np.where(lay.pp > 1, ctx.vocab * ctx.hidden / lay.tp, 0.0) if d else 0.0 * lay.tp
+    embedding_copy = np.where(lay.pp > 1, ctx.vocab * ctx.hidden / lay.tp, 0.0)
     experts = d * routed_expert_gpu if ctx.moe else 0.0 * lay.tp
     return MtpParams(total=np.asarray(d * (layer + proj) + embedding_copy, dtype=np.float64),
                      expert=np.asarray(experts + 0.0 * lay.tp, dtype=np.float64))
@@ -93,5 +99,7 @@ def mtp_activation_bytes(ctx: Context, lay: Layouts, shape: LayoutShape, layer_k
     modules run at the end of the last chunk): D x (a mean layer's kept activations + the normed inputs, M 4h 2 B
     over the sequence-parallel ranks, + one more set of logits)."""
     d = float(ctx.mtp_layers)
+    if not d:
+        return np.zeros_like(lay.tp, dtype=np.float64)
     inputs = BYTES_ACT * MTP_SAVED_ELEMS_PER_H * ctx.hidden / shape.sequence_shard_ranks
     return d * (shape.microbatch_tokens * (layer_kept_bytes + inputs) + logits_bytes) + 0.0 * lay.tp
