@@ -141,3 +141,17 @@ def test_the_depth_is_bounded_and_written_only_when_set() -> None:
     assert scenario_to_dict(parse_scenario(_with_mtp(scenario(), 1)))["model"]["mtp_layers"] == 1
     assert "mtp_layers" not in scenario_to_dict(parse_scenario(_with_mtp(scenario(), 0)))["model"]
     assert "mtp_layers" not in scenario_to_dict(parse_scenario(scenario()))["model"]
+
+
+def test_an_moe_models_module_layer_counts_as_its_flops_in_mean_layers() -> None:
+    """MOE_22B (48 layers, 4 of them dense with FFN 4h, 44 MoE with 3 active experts of 4096 and a 16-way router):
+    the module's MoE layer is (attention + MoE FFN) / the mean layer's FLOPs: lighter than a mean layer here, whose
+    4 dense FFNs (4h = 24,576 wide) outweigh 3 experts of 4,096."""
+    from engine.performance.terms.mtp import mtp_equivalent_layers
+
+    ctx, _, _ = build(_with_mtp(moe_doc(), 2))
+    attention = 8 * H * H + 4 * S * H
+    dense, moe = 2 * 2 * H * 4 * H, 2 * 2 * H * 4096 * 3 + 2 * H * 16
+    mean = attention + (4 * dense + 44 * moe) / 48
+    assert mtp_equivalent_layers(ctx) == pytest.approx(2 * (attention + moe) / mean, rel=1e-12)
+    assert 1.9 < mtp_equivalent_layers(ctx) < 2.0
