@@ -224,6 +224,9 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.29.1 (no result change): a scenario without multi-token-prediction modules skips their terms (no projection
     # GEMM timed, no second state count for the first rank) on the search's hot path
     "2.29.1": "804be97cd4d4c87355c65cdeda049167143bdf4410de44c4f5da25e3d2875b08",
+    # 2.29.2 (no result change), from reading the session's diff: BottleneckStage.comm_layers has no default (every
+    # stage is built by bottleneck_stage); comments on the last rank's states and what the MTP term leaves out
+    "2.29.2": "be970aeda863ba6e248a8e93349a266354394d9ba109df4a05a3e0a87f554076",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -90,7 +90,7 @@ class LayerActivations:
 
 @dataclass(frozen=True)
 class MemoryPerGpu:
-    states_bytes: Bytes  # weights, gradients, Adam states as ZeRO shards them
+    states_bytes: Bytes  # weights, gradients, Adam states as ZeRO shards them (the last rank's, with MTP modules)
     zero3_buffer_bytes: Bytes
     in_flight_layer_microbatches: Count  # first stage: layer-micro-batches of activations held
     activation_bytes: Bytes  # first stage (with its logits when there is no pipeline)

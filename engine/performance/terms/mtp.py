@@ -10,8 +10,9 @@ last rank therefore runs, beside its layers and the output layer, D x (projectio
 and loss again), and holds the modules' weights, the embedding copy and the modules' activations and logits.
 docs/performance-model.md s.2, s.6.
 
-Not modelled: the projection's TP all-gather (one h-wide gather per module and pass, beside a layer's several), and
-ZeRO-3 gathers of the modules' weights.
+Not modelled: the projection's TP all-gather (one h-wide gather per module and pass, beside a layer's several), the
+TP all-reduce of the module layer's duplicated weights' gradients (its router, MLA down-projections), and ZeRO-3
+gathers of the modules' weights.
 """
 
 from __future__ import annotations

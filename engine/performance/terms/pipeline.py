@@ -35,11 +35,11 @@ P2P_SEQUENTIAL_TRANSFERS_PER_STAGE = 4.0
 class BottleneckStage:
     model_fraction: Ratio  # the bottleneck stage's share of the whole model's time per micro-batch
     compute_s: Seconds  # its compute per micro-batch (layers + its share of the tail: logits, MTP modules)
-    comm_layers: float = 0.0  # layers with per-layer communication in the model: L + the MTP modules' layers
+    comm_layers: float  # layers with per-layer communication in the model: L + the MTP modules' layers
 
     def per_microbatch(self, ctx: Context, per_layer_s: Arr) -> Seconds:
         """A per-layer time summed over the bottleneck stage's share of the layers (the MTP modules' included)."""
-        return self.model_fraction * (self.comm_layers or ctx.layers) * per_layer_s
+        return self.model_fraction * self.comm_layers * per_layer_s
 
 
 @dataclass(frozen=True)
