@@ -227,6 +227,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.29.2 (no result change), from reading the session's diff: BottleneckStage.comm_layers has no default (every
     # stage is built by bottleneck_stage); comments on the last rank's states and what the MTP term leaves out
     "2.29.2": "be970aeda863ba6e248a8e93349a266354394d9ba109df4a05a3e0a87f554076",
+    # 2.29.3 (no result change): the DeepSpeed profile's comment on its blocking transfers reflowed under 120 columns
+    "2.29.3": "4a106604d85b0158866e7a07d0136d8a312fe1c8afe29be9d97c0444f9fb8bed",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

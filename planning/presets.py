@@ -61,9 +61,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # query/key 128 + rotary 64, value 128), first 3 layers dense (SwiGLU 18432), then 1 shared + 256 routed
     # experts of 2048, top-8; vocab 129,280; 14.8T tokens, the batch ramped up to 15,360 sequences of 4K tokens.
     # One multi-token-prediction module (Sec. 2.2 and 4.2: depth D = 1; the released checkpoint's layer 61, an MoE
-    # layer). Parallelism: the paper's own (Sec. 3.2.1: "16-way Pipeline Parallelism
-    # (PP), 64-way Expert Parallelism (EP) spanning 8 nodes, and ZeRO-1 Data Parallelism (DP)", no tensor
-    # parallelism); with every degree searched its layout space exceeds the search's limit.
+    # layer). Parallelism: the paper's own (Sec. 3.2.1: "16-way Pipeline Parallelism (PP), 64-way Expert
+    # Parallelism (EP) spanning 8 nodes, and ZeRO-1 Data Parallelism (DP)", no tensor parallelism); with every
+    # degree searched its layout space exceeds the search's limit.
     "deepseek-v3": {
         "label": "DeepSeek-V3 671B (MoE, MLA)",
         "model": {"name": "DeepSeek-V3", "layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128,

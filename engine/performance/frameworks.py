@@ -208,11 +208,11 @@ NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6
 # deepspeed/runtime/pipe/schedule.py, no interleaved schedule at any date): vpp > 1 is refused. It runs ZeRO-0/1 only:
 # PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (fbece50b2, 2021-04-19, PR
 # #980, still in deepspeed/runtime/pipe/engine.py in 2025; the assertion made an unsupported combination explicit,
-# so every date takes it). Its point-to-point transfers are blocking calls, one tensor at a time (deepspeed/runtime/pipe/
-# p2p.py send/recv assert async_op is False, dist.send / dist.recv, at c0eeb69df 2021-10 and 38327e07f 2025-02), and
-# TrainSchedule issues RecvActivation, SendGrad on forward steps and SendActivation, RecvGrad on backward steps: four
-# serial transfers per micro-batch (p2p_sequential). Its PipelineModule splits by partition_method ('parameters' by default, 'uniform',
-# 'type:<regex>') from the pipeline engine's first commit (65c2f974d, 2020-09-09, PR #392): stages of unequal layer
+# so every date takes it). Its point-to-point transfers are blocking calls, one tensor at a time
+# (deepspeed/runtime/pipe/p2p.py send/recv assert async_op is False, dist.send / dist.recv, at c0eeb69df 2021-10 and
+# 38327e07f 2025-02), and TrainSchedule issues RecvActivation, SendGrad on forward steps and SendActivation, RecvGrad
+# on backward steps: four serial transfers per micro-batch (p2p_sequential). Its PipelineModule splits by
+# partition_method ('parameters' by default, 'uniform', 'type:<regex>') from the pipeline engine's first commit (65c2f974d, 2020-09-09, PR #392): stages of unequal layer
 # counts at every date (BLOOM's 'type:transformer|embedding' gave the end ranks one layer fewer).
 _DEEPSPEED_2020 = FrameworkProfile(
     name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
