@@ -229,6 +229,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.29.2": "be970aeda863ba6e248a8e93349a266354394d9ba109df4a05a3e0a87f554076",
     # 2.29.3 (no result change): the DeepSpeed profile's comment on its blocking transfers reflowed under 120 columns
     "2.29.3": "4a106604d85b0158866e7a07d0136d8a312fe1c8afe29be9d97c0444f9fb8bed",
+    # 2.29.4 (no result change): terms/mtp.py's account of the projection's TP collectives it leaves out corrected
+    # (with SP an all-gather of the 2h input and of the h output, about 3/4 of a layer's TP traffic; was "one gather")
+    "2.29.4": "f42c8172189fc3000f1d66db578ea179068cf6ac0266478d0217d8096ac7d3b1",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

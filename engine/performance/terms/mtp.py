@@ -10,9 +10,10 @@ last rank therefore runs, beside its layers and the output layer, D x (projectio
 and loss again), and holds the modules' weights, the embedding copy and the modules' activations and logits.
 docs/performance-model.md s.2, s.6.
 
-Not modelled: the projection's TP all-gather (one h-wide gather per module and pass, beside a layer's several), the
-TP all-reduce of the module layer's duplicated weights' gradients (its router, MLA down-projections), and ZeRO-3
-gathers of the modules' weights.
+Not modelled: the projection's TP collectives (Megatron-Core's eh_proj is column-parallel with its output gathered:
+with sequence parallelism an all-gather of the 2h input and one of the h output per module forward, their
+counterparts backward, about 3/4 of a layer's TP traffic; none at TP 1), the TP all-reduce of the module layer's
+duplicated weights' gradients (its router, MLA down-projections), and ZeRO-3 gathers of the modules' weights.
 """
 
 from __future__ import annotations
