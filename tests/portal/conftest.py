@@ -38,9 +38,12 @@ def catalog(db: Any) -> Any:
 def scenario_for(catalog: Any) -> Any:
     from planning import services
 
-    def _make(team: Any, user: Any, name: str = "Llama 8B", **cluster: Any) -> Any:
+    def _make(team: Any, user: Any, name: str = "Llama 8B", model: dict[str, Any] | None = None,
+              **cluster: Any) -> Any:
+        """A saved scenario of DOC for ``team``, its cluster updated by ``cluster`` and its model by ``model``."""
         doc = copy.deepcopy(DOC)
         doc["cluster"].update(cluster)
+        doc["model"].update(model or {})
         workload = services.workload_create(team=team, user=user, name=doc["model"]["name"], model=doc["model"],
                                             training=doc["training"], parallelism=doc["parallelism"])
         return services.scenario_create(team=team, user=user, name=name, workload=workload,
@@ -69,6 +72,13 @@ def finished_run(catalog: Any) -> Any:
         return run
 
     return _make
+
+
+def saved_model(name: str) -> dict[str, Any]:
+    """The model section of the scenario saved under ``name``."""
+    from planning.models import Scenario
+
+    return dict(Scenario.objects.get(name=name).workload.model)
 
 
 def refused_builder_post(client: Any, data: dict[str, Any], url: str | None = None) -> tuple[Any, Any]:

@@ -4,13 +4,12 @@ global interval without a window lands beside its input, and a preset that state
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import BUILDER_POST, DOC, refused_builder_post
+from tests.portal.conftest import BUILDER_POST, refused_builder_post, saved_model
 from tests.portal.test_builder_sections import _submitted
 from tests.portal.test_pages import login
 
@@ -19,34 +18,22 @@ pytestmark = pytest.mark.django_db
 WINDOW = {"attention_window": 1024, "global_attention_every": 6}
 
 
-def _model(name: str) -> dict[str, Any]:
-    from planning.models import Scenario
-
-    return dict(Scenario.objects.get(name=name).workload.model)
-
-
 def test_the_inputs_write_their_keys_and_empty_ones_nothing(client: Any, make_user: Any, catalog: Any) -> None:
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "windowed", **WINDOW})
     assert r.status_code == 302, r.content.decode()[:2000]
-    model = _model("windowed")
+    model = saved_model("windowed")
     assert (model["attention_window"], model["global_attention_every"]) == (1024, 6)
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "full", "attention_window": "",
                                               "global_attention_every": ""})
     assert r.status_code == 302, r.content.decode()[:2000]
-    assert not set(WINDOW) & set(_model("full"))
+    assert not set(WINDOW) & set(saved_model("full"))
 
 
 def test_an_edit_shows_and_keeps_them_and_emptying_removes_them(client: Any, make_user: Any, team: Any,
-                                                                catalog: Any) -> None:
-    from planning import services
-
+                                                                scenario_for: Any) -> None:
     user = make_user("planner", team=team)
-    doc = copy.deepcopy(DOC)
-    workload = services.workload_create(team=team, user=user, name="windowed", model={**doc["model"], **WINDOW},
-                                        training=doc["training"], parallelism=doc["parallelism"])
-    s = services.scenario_create(team=team, user=user, name="Windowed", workload=workload, cluster=doc["cluster"],
-                                 costs=doc["costs"])
+    s = scenario_for(team, user, name="Windowed", model=WINDOW)
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     assert (posted["attention_window"], posted["global_attention_every"]) == ("1024", "6")

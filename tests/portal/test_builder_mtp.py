@@ -4,45 +4,32 @@ or clear it (DeepSeek-V3's one module, none for Llama 3)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import BUILDER_POST, DOC, refused_builder_post
+from tests.portal.conftest import BUILDER_POST, refused_builder_post, saved_model
 from tests.portal.test_builder_sections import _submitted
 from tests.portal.test_pages import login
 
 pytestmark = pytest.mark.django_db
 
 
-def _model(name: str) -> dict[str, Any]:
-    from planning.models import Scenario
-
-    return dict(Scenario.objects.get(name=name).workload.model)
-
-
 def test_a_posted_depth_is_written_and_an_empty_one_is_not(client: Any, make_user: Any, catalog: Any) -> None:
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "mtp", "mtp_layers": 2})
     assert r.status_code == 302, r.content.decode()[:2000]
-    assert _model("mtp")["mtp_layers"] == 2
+    assert saved_model("mtp")["mtp_layers"] == 2
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "no mtp", "mtp_layers": ""})
     assert r.status_code == 302, r.content.decode()[:2000]
-    assert "mtp_layers" not in _model("no mtp")
+    assert "mtp_layers" not in saved_model("no mtp")
 
 
 def test_an_edit_shows_and_keeps_the_depth_and_emptying_removes_it(client: Any, make_user: Any, team: Any,
-                                                                   catalog: Any) -> None:
-    from planning import services
-
+                                                                   scenario_for: Any) -> None:
     user = make_user("planner", team=team)
-    doc = copy.deepcopy(DOC)
-    workload = services.workload_create(team=team, user=user, name="mtp", model={**doc["model"], "mtp_layers": 1},
-                                        training=doc["training"], parallelism=doc["parallelism"])
-    s = services.scenario_create(team=team, user=user, name="MTP", workload=workload, cluster=doc["cluster"],
-                                 costs=doc["costs"])
+    s = scenario_for(team, user, name="MTP", model={"mtp_layers": 1})
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     assert posted["mtp_layers"] == "1"

@@ -4,13 +4,12 @@ beside the input (a page with the field's error, nothing saved)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import BUILDER_POST, DOC, refused_builder_post
+from tests.portal.conftest import BUILDER_POST, refused_builder_post, saved_model
 from tests.portal.test_builder_sections import _submitted
 from tests.portal.test_pages import login
 
@@ -19,33 +18,20 @@ pytestmark = pytest.mark.django_db
 MOE_INPUTS = {"moe_experts": 8, "moe_top_k": 2, "moe_expert_ffn": 14336}
 
 
-def _model(name: str) -> dict[str, Any]:
-    from planning.models import Scenario
-
-    return dict(Scenario.objects.get(name=name).workload.model)
-
-
 def test_a_checked_box_writes_the_key_and_an_empty_one_nothing(client: Any, make_user: Any, catalog: Any) -> None:
     login(client, make_user("planner"))
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "parallel", "parallel_block": "on"})
     assert r.status_code == 302, r.content.decode()[:2000]
-    assert _model("parallel")["parallel_block"] is True
+    assert saved_model("parallel")["parallel_block"] is True
     r = client.post(reverse("scenario-new"), {**BUILDER_POST, "name": "serial"})
     assert r.status_code == 302, r.content.decode()[:2000]
-    assert "parallel_block" not in _model("serial")
+    assert "parallel_block" not in saved_model("serial")
 
 
 def test_an_edit_shows_and_keeps_it_and_unchecking_removes_it(client: Any, make_user: Any, team: Any,
-                                                              catalog: Any) -> None:
-    from planning import services
-
+                                                              scenario_for: Any) -> None:
     user = make_user("planner", team=team)
-    doc = copy.deepcopy(DOC)
-    workload = services.workload_create(team=team, user=user, name="GPT-J style", model={**doc["model"],
-                                                                                         "parallel_block": True},
-                                        training=doc["training"], parallelism=doc["parallelism"])
-    s = services.scenario_create(team=team, user=user, name="Parallel", workload=workload, cluster=doc["cluster"],
-                                 costs=doc["costs"])
+    s = scenario_for(team, user, name="Parallel", model={"parallel_block": True})
     login(client, user)
     posted = _submitted(client.get(reverse("scenario-edit", args=[s.pk])).content.decode())
     assert posted["parallel_block"] == "on"
