@@ -104,8 +104,14 @@ def test_sweep_survives_worker_sigkill_each_child_once(setup, celery_worker_fact
     assert all(r.error == "" for r in runs)
     for pk in interrupted:
         assert SimulationRun.objects.get(pk=pk).attempts >= 2
-    # Exactly one execution claimed-and-finished each child (from both workers' logs).
-    finished = Counter(int(m) for w in (first, second) for m in FINISHED.findall(w.output()))
+    # Exactly one execution claimed-and-finished each child (from both workers' logs). Celery logs a task's
+    # "succeeded" line after the task has written its result, so the database can show every child done before the
+    # last line reaches the worker's output: read the logs once every child has its line, then count.
+    def finished_counts() -> Counter[int]:
+        return Counter(int(m) for w in (first, second) for m in FINISHED.findall(w.output()))
+
+    wait_for(lambda: all(finished_counts()[pk] for pk in ids), 30, "every child's 'succeeded' log line")
+    finished = finished_counts()
     assert {pk: finished[pk] for pk in ids} == dict.fromkeys(ids, 1), (finished, second.output()[-3000:])
     wait_for(lambda: Sweep.objects.get(pk=sweep_id).status == "succeeded", 30, "the sweep summary")
     sweep = Sweep.objects.get(pk=sweep_id)
