@@ -232,6 +232,11 @@ ENGINE_RELEASES: dict[str, str] = {
     # 2.29.4 (no result change): terms/mtp.py's account of the projection's TP collectives it leaves out corrected
     # (with SP an all-gather of the 2h input and of the h output, about 3/4 of a layer's TP traffic; was "one gather")
     "2.29.4": "f42c8172189fc3000f1d66db578ea179068cf6ac0266478d0217d8096ac7d3b1",
+    # 2.30.0: the multi-token-prediction projections' own TP collectives (terms/mtp.projection_tp_comm, as
+    # Megatron-Core's _concat_embeddings runs them: the output's all-gather, with SP the 2h input's and the output
+    # gradient's, the input gradient's reduce-scatter or all-reduce), charged on the last rank's tail; none at TP 1
+    # (no validation row moves: DeepSeek-V3 ran TP 1)
+    "2.30.0": "ba747e89ab239f30f2691e7becee24cc65a287103f105c84813f98d252fdd6d3",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -116,9 +116,9 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     cp = context_parallel_comm(ctx, lay, shape, attn, groups)
     ep = expert_parallel_comm(ctx, lay, shape, prof, groups, tp, moe, layer)
     comm_layer = tp.exposed_s + cp.exposed_s + ep.exposed_s
-    mtp = mtp_compute(ctx, lay, shape, layer.total_s, logits.total_s)
+    mtp = mtp_compute(ctx, lay, shape, prof, groups, layer.total_s, logits.total_s)
     stage = bottleneck_stage(ctx, lay, shape, layer.total_s, comm_layer, logits.total_s + mtp.compute_s,
-                             mtp.equivalent_layers, prof.uneven_pipeline_split)
+                             mtp.equivalent_layers, prof.uneven_pipeline_split, mtp.tp_exposed_s, mtp.tp_hidden_s)
     pp = pipeline_comm(ctx, lay, shape, prof, groups)
     # data parallelism and ZeRO
     params = gpu_params(ctx, lay, shape)

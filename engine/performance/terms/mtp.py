@@ -10,10 +10,11 @@ last rank therefore runs, beside its layers and the output layer, D x (projectio
 and loss again), and holds the modules' weights, the embedding copy and the modules' activations and logits.
 docs/performance-model.md s.2, s.6.
 
-Not modelled: the projection's TP collectives (Megatron-Core's eh_proj is column-parallel with its output gathered:
-with sequence parallelism an all-gather of the 2h input and one of the h output per module forward, their
-counterparts backward, about 3/4 of a layer's TP traffic; none at TP 1), the TP all-reduce of the module layer's
-duplicated weights' gradients (its router, MLA down-projections), and ZeRO-3 gathers of the modules' weights.
+The projection's TP collectives (:func:`projection_tp_comm`, Megatron-Core's _concat_embeddings): eh_proj is a
+column-parallel linear whose output is all-gathered over the hidden dimension and, with sequence parallelism,
+scattered back to sequence shards; with sequence parallelism it all-gathers its 2h input too. Not modelled: the TP
+all-reduce of the module layer's duplicated weights' gradients (its router, MLA down-projections), ZeRO-3 gathers of
+the modules' weights, and a full recomputation rerunning the projection's collectives (its layer's are counted).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.performance.collectives.kinds import CollectiveKind
 from engine.performance.context import Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
+from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.flops import MTP_PROJECTION_INPUTS_PER_H, flops_per_token, mtp_layer_flops
+from engine.performance.terms.groups import GroupComm, ParallelGroup
 from engine.performance.terms.kernels import BWD_GEMM_FACTOR, gemm_time
 from engine.performance.terms.shape import LayoutShape
 from engine.units import Arr, Bytes, Count, Seconds
@@ -42,6 +46,8 @@ class MtpCompute:
     equivalent_layers: float  # D x one module's layer FLOPs / the model's mean layer FLOPs
     compute_s: Seconds  # D x (projection + output layer and loss) + the layers' compute (their communication: the
     # bottleneck stage counts equivalent_layers more layers of it on the last rank, terms/pipeline.py)
+    tp_exposed_s: Seconds  # D x the projection's TP collectives left exposed (projection_tp_comm)
+    tp_hidden_s: Seconds  # D x those the stack hides (under the projection's backward GEMMs, userbuffers)
 
 
 def mtp_equivalent_layers(ctx: Context) -> float:
@@ -54,21 +60,59 @@ def mtp_equivalent_layers(ctx: Context) -> float:
     return ctx.mtp_layers * mtp_layer_flops(ctx) / mean
 
 
-def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: Seconds,
-                logits_total_s: Seconds) -> MtpCompute:
+def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm,
+                layer_total_s: Seconds, logits_total_s: Seconds) -> MtpCompute:
     """Time per micro-batch of the modules on the last rank: D projections (M x 2h) @ (2h x h/t) forward and backward,
     D more passes of the output layer and loss (``logits_total_s``), and the modules' layers as
-    :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each."""
+    :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each; beside it the projections' TP
+    collectives (:func:`projection_tp_comm`)."""
     d = float(ctx.mtp_layers)
     if not d:  # no modules: nothing to time (the common case, kept off the search's hot path)
         zero = np.zeros_like(layer_total_s)
-        return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero)
+        return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero, tp_exposed_s=zero,
+                          tp_hidden_s=zero)
     h = ctx.hidden
-    proj = (1.0 + BWD_GEMM_FACTOR) * gemm_time(ctx, shape.microbatch_tokens,
-                                               MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
+    gemm = gemm_time(ctx, shape.microbatch_tokens, MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
+    proj = (1.0 + BWD_GEMM_FACTOR) * gemm
     eq = mtp_equivalent_layers(ctx)
+    exposed, hidden = projection_tp_comm(ctx, lay, shape, prof, groups, gemm)
     return MtpCompute(projection_s=proj, equivalent_layers=eq,
-                      compute_s=d * (proj + logits_total_s) + eq * layer_total_s)
+                      compute_s=d * (proj + logits_total_s) + eq * layer_total_s,
+                      tp_exposed_s=d * exposed, tp_hidden_s=d * hidden)
+
+
+def projection_tp_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm,
+                       gemm_s: Seconds) -> tuple[Seconds, Seconds]:
+    """One module's projection TP collectives per micro-batch, (exposed, hidden) [s], as Megatron-Core's
+    _concat_embeddings runs them over the t ranks of the TP group (M tokens of the micro-batch, bf16; none at t 1):
+
+    * its own calls (NCCL outside the linear layer, never hidden): forward the all-gather of the h/t-wide output
+      over the hidden dimension (gather_from_tensor_model_parallel_region, an M x h buffer); with sequence
+      parallelism, backward the all-gather of the output gradient (the backward of the scatter to sequence shards);
+    * eh_proj, a column-parallel linear: with sequence parallelism forward the all-gather of its M x 2h input and
+      backward the reduce-scatter of the input gradient, and with Megatron's asynchronous backward
+      (``tp_backward_overlap``) the input gathered again for the weight gradient; without it backward the
+      all-reduce of the M x 2h input gradient. As the layer's linears (terms/tensor_parallel.py): the asynchronous
+      backward runs the input-gradient collective beside the weight-gradient GEMM and the re-gather beside the
+      data-gradient GEMM, each hidden for at most its GEMM's time ``gemm_s`` (each backward GEMM does the
+      forward's FLOPs); the stack's ``tp_overlap`` share of the rest is hidden (Transformer Engine userbuffers)."""
+    act = shape.microbatch_tokens * ctx.hidden * BYTES_ACT
+    wide = MTP_PROJECTION_INPUTS_PER_H * act  # the M x 2h input
+    gather_h = groups.time(CollectiveKind.ALL_GATHER, act, ParallelGroup.TP)
+    gather_2h = groups.time(CollectiveKind.ALL_GATHER, wide, ParallelGroup.TP)
+    sp = np.asarray(lay.sp, dtype=bool)
+    plain = gather_h + np.where(sp, gather_h, 0.0)
+    linear_fwd = np.where(sp, gather_2h, 0.0)
+    linear_bwd = np.where(sp, groups.time(CollectiveKind.REDUCE_SCATTER, wide, ParallelGroup.TP),
+                          groups.time(CollectiveKind.ALL_REDUCE, wide, ParallelGroup.TP))
+    backward = prof.tp_backward_overlap & (lay.tp > 1)
+    regather = np.where(backward & sp, gather_2h, 0.0)
+    under = np.where(backward, np.minimum(linear_bwd, gemm_s) + np.minimum(regather, gemm_s), 0.0)
+    left = linear_fwd + linear_bwd + regather - under
+    on = lay.tp > 1
+    exposed = np.where(on, plain + left * (1.0 - prof.tp_overlap), 0.0)
+    hidden = np.where(on, under + left * prof.tp_overlap, 0.0)
+    return exposed, hidden
 
 
 @dataclass(frozen=True)
@@ -90,7 +134,7 @@ def mtp_params(ctx: Context, lay: Layouts, attention_gpu: Count, moe_layer_gpu: 
     layer = attention_gpu + (moe_layer_gpu if ctx.moe else dense_ffn_gpu)
     proj = MTP_PROJECTION_INPUTS_PER_H * ctx.hidden ** 2 / lay.tp
     embedding_copy = np.where(lay.pp > 1, ctx.vocab * ctx.hidden / lay.tp, 0.0)
-    experts = d * routed_expert_gpu if ctx.moe else 0.0 * lay.tp
+    experts = d * routed_expert_gpu if ctx.moe else 0.0
     return MtpParams(total=np.asarray(d * (layer + proj) + embedding_copy, dtype=np.float64),
                      expert=np.asarray(experts + 0.0 * lay.tp, dtype=np.float64))
 

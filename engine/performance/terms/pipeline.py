@@ -36,6 +36,8 @@ class BottleneckStage:
     model_fraction: Ratio  # the bottleneck stage's share of the whole model's time per micro-batch
     compute_s: Seconds  # its compute per micro-batch (layers + its share of the tail: logits, MTP modules)
     comm_layers: float  # layers with per-layer communication in the model: L + the MTP modules' layers
+    tail_comm_s: Seconds  # its share of the tail's own exposed communication (the MTP projections' TP collectives)
+    tail_hidden_s: Seconds  # and of what the stack hides of it
 
     def per_microbatch(self, ctx: Context, per_layer_s: Arr) -> Seconds:
         """A per-layer time summed over the bottleneck stage's share of the layers (the MTP modules' included)."""
@@ -83,21 +85,24 @@ def last_rank_layers(ctx: Context, lay: Layouts, shape: LayoutShape, logits_laye
 
 
 def bottleneck_stage(ctx: Context, lay: Layouts, shape: LayoutShape, layer_total_s: Seconds, comm_layer_s: Seconds,
-                     tail_compute_s: Seconds, tail_layers: float, uneven: BoolArr) -> BottleneckStage:
+                     tail_compute_s: Seconds, tail_layers: float, uneven: BoolArr,
+                     tail_comm_s: Seconds | float = 0.0, tail_hidden_s: Seconds | float = 0.0) -> BottleneckStage:
     """The pipeline rank that paces the schedule (:func:`last_rank_layers`) and its share of the model's time. The
     tail is the last rank's work beside its layers per micro-batch: ``tail_compute_s`` of compute (the output layer
-    and loss; the MTP modules' projections, logits and layers: terms/mtp.py) and the per-layer communication of
-    ``tail_layers`` more layers (the MTP modules' layers). The stage's compute and communication are its share of
-    the model's (continuous in every input, so a faster part never makes the stage slower)."""
+    and loss; the MTP modules' projections, logits and layers: terms/mtp.py), the per-layer communication of
+    ``tail_layers`` more layers (the MTP modules' layers) and ``tail_comm_s`` of its own exposed communication (the
+    MTP projections' TP collectives; ``tail_hidden_s`` of theirs hidden). The stage's compute and communication are
+    its share of the model's (continuous in every input, so a faster part never makes the stage slower)."""
     layer_all = layer_total_s + comm_layer_s
-    tail_s = tail_compute_s + tail_layers * comm_layer_s
+    tail_s = tail_compute_s + tail_layers * comm_layer_s + tail_comm_s
     model_time = ctx.layers * layer_all + tail_s
     g = tail_s / np.maximum(layer_all, TINY)
     # Whole layers summing to L + g over p ranks: the binding rank is never below the even share model_time / p.
     stage_time = last_rank_layers(ctx, lay, shape, g, uneven) * layer_all
     share = stage_time / np.maximum(model_time, TINY)
     return BottleneckStage(model_fraction=share, compute_s=share * (ctx.layers * layer_total_s + tail_compute_s),
-                           comm_layers=ctx.layers + tail_layers)
+                           comm_layers=ctx.layers + tail_layers, tail_comm_s=share * tail_comm_s,
+                           tail_hidden_s=share * tail_hidden_s)
 
 
 def pipeline_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles,

@@ -97,11 +97,12 @@ def timeline_items(ctx: Context, stage: BottleneckStage, window_s: Seconds, cp: 
 
 def microbatch_time(ctx: Context, stage: BottleneckStage, tp: TensorParallelComm, pp: PipelineComm,
                     timeline: SharedTimeline) -> MicroBatchTime:
-    """The bottleneck stage's micro-batch; TP time the framework hides (``tp.hidden_s``) still interferes."""
-    tp_hidden = stage.per_microbatch(ctx, tp.hidden_s)
+    """The bottleneck stage's micro-batch; TP time the framework hides (``tp.hidden_s``, the tail's
+    ``stage.tail_hidden_s``) still interferes."""
+    tp_hidden = stage.per_microbatch(ctx, tp.hidden_s) + stage.tail_hidden_s
     interference = interference_time(tp_hidden + timeline.hidden_s)
     exposed = timeline.exposed_s
-    tp_s = stage.per_microbatch(ctx, tp.exposed_s)
+    tp_s = stage.per_microbatch(ctx, tp.exposed_s) + stage.tail_comm_s  # the layers' and the MTP projections' own
     pp_s = pp.raw_s - pp.hideable_s + exposed["pp"]
     zero_s = exposed["z2"] + exposed["z3"]
     total = stage.compute_s + interference + tp_s + exposed["cp"] + exposed["ep"] + pp_s + zero_s

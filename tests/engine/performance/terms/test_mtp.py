@@ -12,12 +12,14 @@ from engine.document.parse import parse_scenario
 from engine.errors import ScenarioError
 from engine.performance.api import candidate_layouts
 from engine.performance.context import make_context
+from engine.performance.frameworks import layout_profiles
 from engine.performance.hardware import gpu_spec
 from engine.performance.model import evaluate, step_terms
 from engine.performance.terms.flops import flops_per_token
+from engine.performance.terms.mtp import projection_tp_comm
 from engine.schema.types import scenario_to_dict
 from tests.engine._scenarios import GPT_22B, scenario
-from tests.engine.performance._build import build, dense_doc, gemm_by_hand, moe_doc
+from tests.engine.performance._build import BW, LinearComm, build, dense_doc, gemm_by_hand, moe_doc
 
 # GPT-22B: L 48, h 6144, 64 heads, FFN 4h (2 matrices), V 51200, s 2048
 L, H, S, V = 48, 6144.0, 2048.0, 51200.0
@@ -155,3 +157,60 @@ def test_an_moe_models_module_layer_counts_as_its_flops_in_mean_layers() -> None
     mean = attention + (4 * dense + 44 * moe) / 48
     assert mtp_equivalent_layers(ctx) == pytest.approx(2 * (attention + moe) / mean, rel=1e-12)
     assert 1.9 < mtp_equivalent_layers(ctx) < 2.0
+
+
+# the closed-form collective model (LinearComm): an all-gather or reduce-scatter moves its M x w bf16 buffer once over
+# the bus, an all-reduce twice; PAIR is one all-reduce of the M x h activation (GPT-22B, s 2048, b 1)
+PAIR = 2.0 * S * H * 2.0 / BW
+
+
+def _projection(sp: bool, release: str | None = None, framework: str = "megatron-core", tp: int = 8,
+                gemm_s: float = np.inf) -> tuple[float, float]:
+    ctx, lay, shape = build(_with_mtp(dense_doc(model=GPT_22B, tp=tp, sp=sp, framework=framework), 1))
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp, release)
+    exposed, hidden = projection_tp_comm(ctx, lay, shape, prof, LinearComm(), np.array([gemm_s]))
+    return float(exposed[0]), float(hidden[0])
+
+
+@pytest.mark.parametrize(("sp", "release", "exposed_pairs", "hidden_pairs"), [
+    # SP, asynchronous backward: forward the output's all-gather (M x h, half a pair) and eh_proj's input all-gather
+    # (M x 2h, a pair), backward the output gradient's all-gather (half a pair) exposed; the input gradient's
+    # reduce-scatter and the input's re-gather (M x 2h each, a pair each) under the backward GEMMs
+    (True, None, 0.5 + 1.0 + 0.5, 1.0 + 1.0),
+    # no SP: the output's all-gather exposed; the input gradient's all-reduce (M x 2h: two pairs) under the wgrad GEMM
+    (False, None, 0.5, 2.0),
+    # Megatron-LM of April 2021 (before its asynchronous backward): the same traffic all exposed
+    (False, "2021-04", 0.5 + 2.0, 0.0),
+])
+def test_the_projection_gathers_its_input_and_output_as_megatron_does(sp: bool, release: str | None,
+                                                                      exposed_pairs: float,
+                                                                      hidden_pairs: float) -> None:
+    exposed, hidden = _projection(sp, release)
+    assert exposed == pytest.approx(exposed_pairs * PAIR, rel=1e-12)
+    assert hidden == pytest.approx(hidden_pairs * PAIR, rel=1e-12)
+
+
+def test_the_projections_backward_hides_no_more_than_its_gemms_last_and_userbuffers_their_share() -> None:
+    """Backward GEMMs of a quarter pair each hide a quarter pair each (SP: 2 of the 4 pairs behind them, 0.5 hidden);
+    NeMo's userbuffers (no asynchronous-backward path) hide 0.6 of eh_proj's own two pairs, never the module's own
+    gathers (one pair); nothing at TP 1."""
+    exposed, hidden = _projection(True, gemm_s=0.25 * PAIR)
+    assert hidden == pytest.approx(0.5 * PAIR, rel=1e-12)
+    assert exposed == pytest.approx((4.0 - 0.5) * PAIR, rel=1e-12)
+    exposed, hidden = _projection(True, framework="nemo")
+    assert hidden == pytest.approx(0.6 * 2.0 * PAIR, rel=1e-12)
+    assert exposed == pytest.approx(1.0 * PAIR + 0.4 * 2.0 * PAIR, rel=1e-12)
+    assert _projection(False, tp=1) == (0.0, 0.0)
+
+
+def test_the_stage_charges_the_projections_tp_collectives_once_per_module() -> None:
+    """pp 1, tp 8: the micro-batch's exposed TP time is L + 1 layers' (the module's layer) plus D projections'; what
+    the backward hides of theirs interferes like the layers' hidden collectives."""
+    doc = _with_mtp(dense_doc(model=GPT_22B, tp=8, gb=64, framework="megatron-core"), 2)
+    ctx, lay, _ = build(doc)
+    terms = step_terms(ctx, lay)
+    assert terms.stage.tail_comm_s[0] == pytest.approx(terms.mtp.tp_exposed_s[0], rel=1e-12)
+    expected = (L + 2) * terms.tensor_parallel.exposed_s[0] + terms.mtp.tp_exposed_s[0]
+    assert terms.step.microbatch.tp_s[0] == pytest.approx(expected, rel=1e-12)
+    base = step_terms(*build(_with_mtp(doc, 0))[:2])
+    assert terms.mtp.tp_exposed_s[0] > 0.0 and base.mtp.tp_exposed_s[0] == 0.0
