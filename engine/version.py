@@ -237,6 +237,12 @@ ENGINE_RELEASES: dict[str, str] = {
     # gradient's, the input gradient's reduce-scatter or all-reduce), charged on the last rank's tail; none at TP 1
     # (no validation row moves: DeepSeek-V3 ran TP 1)
     "2.30.0": "ba747e89ab239f30f2691e7becee24cc65a287103f105c84813f98d252fdd6d3",
+    # 2.31.0: full recomputation reruns the multi-token-prediction modules (projection GEMM and its forward gathers,
+    # the layer; hardware FLOPs) only where the stack checkpoints them (terms/mtp.mtp_reruns; FrameworkProfile.
+    # mtp_recompute: Megatron-Core from 08abeedbfe, 2025-08, 'uniform' method; its 'block' method skips them), the
+    # module's layer timed without its recomputed forward elsewhere (was: every full recomputation reran the layer,
+    # never the projection). No validation row moves (DeepSeek-V3 recomputes selectively)
+    "2.31.0": "f2381002577d3db68b1f9286553f94d5e490ab1975f662a825a5c9ce725ef859",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

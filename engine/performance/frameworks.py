@@ -125,6 +125,9 @@ class FrameworkProfile:
     # to finish, reduces with no compute left to hide under. Otherwise its buckets start during that last backward
     # (terms/data_parallel.py, first_chunk_exposure)
     grad_sync_after_chunk: bool = False
+    # full recomputation checkpoints the multi-token-prediction modules too (each module's projection and layer rerun
+    # in the backward: terms/mtp.mtp_reruns); stacks without MTP-specific code wrap them like any other block
+    mtp_recompute: bool = True
     nccl_algorithms: frozenset[str] = NCCL_ALL_ALGORITHMS  # NCCL algorithms the stack's NCCL has (set per date)
 
     @property
@@ -148,7 +151,7 @@ _MEGATRON_2019 = FrameworkProfile(
     name=Framework.MEGATRON_CORE, since="2019-01", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=40e6, zero2_per_microbatch=False, zero2_shards_grads=False, zero3_prefetch_layers=1.0,
     pp_overlap=False, moe_dispatcher=MoeDispatcher.ALLGATHER, max_zero=0, interleaved_pipeline=False,
-    uneven_pipeline_split=False)
+    uneven_pipeline_split=False, mtp_recompute=False)
 MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _MEGATRON_2019,
     # dd88906264 (2021-02-09) "Interleaved pipeline execution and code refactoring" (--virtual-pipeline-...). The
@@ -194,7 +197,12 @@ MEGATRON_CORE_PROFILES: tuple[FrameworkProfile, ...] = (
     _m24b := dataclasses.replace(_m24c, since="2024-11", max_zero=3, max_zero_with_pp=2, max_zero_with_ep=2),
     # d165a8548b (2025-02-26) "MCore Customized FSDP" (--use-custom-fsdp, later Megatron-FSDP): gathers per layer
     # likewise; its arguments.py asserts only the distributed optimizer, so ZeRO-3 runs beside PP and EP
-    dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
+    _m25 := dataclasses.replace(_m24b, since="2025-02", max_zero_with_pp=3, max_zero_with_ep=3),
+    # 08abeedbfe (2025-08-11, ADLR/megatron-lm!3330 "support CP and recompute for MTP"): with full recomputation the
+    # MTP block checkpoints each module (projection and layer) under the 'uniform' method; before it (the block of
+    # 09ebca716d, 2025-03) it never recomputed them, and its 'block' method still skips them ("block-based recompute
+    # is not supported for MTP yet. Skipping recompute.")
+    dataclasses.replace(_m25, since="2025-08", mtp_recompute=True),
 )
 # NeMo: Megatron-Core plus userbuffer TP overlap, 0.6 of TP time hidden (NVIDIA's TP-overlap benchmarks: 50-70%), the
 # share taken of every TP pair in place of Megatron's asynchronous-backward path; its transformer layers are
@@ -212,8 +220,9 @@ NEMO_PROFILES = tuple(dataclasses.replace(p, name=Framework.NEMO, tp_overlap=0.6
 # (deepspeed/runtime/pipe/p2p.py send/recv assert async_op is False, dist.send / dist.recv, at c0eeb69df 2021-10 and
 # 38327e07f 2025-02), and TrainSchedule issues RecvActivation, SendGrad on forward steps and SendActivation, RecvGrad
 # on backward steps: four serial transfers per micro-batch (p2p_sequential). Its PipelineModule splits by
-# partition_method ('parameters' by default, 'uniform', 'type:<regex>') from the pipeline engine's first commit (65c2f974d, 2020-09-09, PR #392): stages of unequal layer
-# counts at every date (BLOOM's 'type:transformer|embedding' gave the end ranks one layer fewer).
+# partition_method ('parameters' by default, 'uniform', 'type:<regex>') from the pipeline engine's first commit
+# (65c2f974d, 2020-09-09, PR #392): stages of unequal layer counts at every date (BLOOM's
+# 'type:transformer|embedding' gave the end ranks one layer fewer).
 _DEEPSPEED_2020 = FrameworkProfile(
     name=Framework.DEEPSPEED, since="2020-02", tp_overlap=0.0, grad_overlap=False, param_overlap=False,
     bucket_params=5e8, zero2_per_microbatch=True, zero2_shards_grads=True, zero3_prefetch_layers=1.0,
@@ -324,6 +333,7 @@ class LayoutProfiles:
     zero3_reduce_bucket_params: Count
     uneven_pipeline_split: BoolArr
     grad_sync_after_chunk: BoolArr
+    mtp_recompute: BoolArr
 
 
 def runs_on_megatron(tp: Arr, pp: Arr) -> BoolArr:

@@ -92,20 +92,27 @@ def mtp_forward_flops(ctx: Context) -> float:
     in Megatron-LM's count) are left out with every other norm."""
     if not ctx.mtp_layers:
         return 0.0
-    return ctx.mtp_layers * (mtp_layer_flops(ctx) + FLOPS_PER_MAC * MTP_PROJECTION_INPUTS_PER_H * ctx.hidden ** 2
-                             + logits_flops(ctx))
+    return ctx.mtp_layers * (mtp_recomputed_flops(ctx) + logits_flops(ctx))
 
 
-def step_flops(ctx: Context, recompute: Arr, unfused: BoolArr, full_share: Arr | float = 1.0) -> StepFlops:
+def mtp_recomputed_flops(ctx: Context) -> float:
+    """Forward FLOPs per token of one module's checkpointed part: its projection (2 x 2h^2) and its layer (the output
+    head and loss are not checkpointed with them)."""
+    return mtp_layer_flops(ctx) + FLOPS_PER_MAC * MTP_PROJECTION_INPUTS_PER_H * ctx.hidden ** 2
+
+
+def step_flops(ctx: Context, recompute: Arr, unfused: BoolArr, full_share: Arr | float = 1.0,
+               mtp_rerun: Arr | float = 0.0) -> StepFlops:
     """Model and hardware FLOPs per step. ``full`` recomputes the forward of ``full_share`` of the layers (all, or
-    training.recompute_layers per chunk: shape.full_recompute_share); ``selective`` recomputes no GEMM, only the
-    unfused attention core's score GEMMs (``unfused``: terms.attention.unfused_attention)."""
+    training.recompute_layers per chunk: shape.full_recompute_share) and, where ``mtp_rerun`` is 1 (terms/mtp.
+    mtp_reruns: the stack checkpoints them), each multi-token-prediction module's projection and layer; ``selective``
+    recomputes no GEMM, only the unfused attention core's score GEMMs (``unfused``: terms.attention.
+    unfused_attention)."""
     f = flops_per_token(ctx)
     tokens = ctx.global_batch * ctx.seq
     model = TRAINING_PASSES * f.forward_flops * tokens
     sel = np.where(unfused, f.attention_core_flops, 0.0)
-    # full recomputation checkpoints the MTP modules' layers too (Megatron's MTP block recomputes them with the rest)
-    layers = f.layers_flops + ctx.mtp_layers * (mtp_layer_flops(ctx) if ctx.mtp_layers else 0.0)
-    extra = np.where(recompute >= RECOMPUTE_FULL, full_share * layers,
+    modules = ctx.mtp_layers * mtp_recomputed_flops(ctx) if ctx.mtp_layers else 0.0
+    extra = np.where(recompute >= RECOMPUTE_FULL, full_share * f.layers_flops + mtp_rerun * modules,
                      np.where(recompute >= RECOMPUTE_SELECTIVE, sel, 0.0))
     return StepFlops(model_flops=np.full_like(recompute, model), hardware_flops=model + extra * tokens)

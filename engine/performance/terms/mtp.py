@@ -12,9 +12,11 @@ docs/performance-model.md s.2, s.6.
 
 The projection's TP collectives (:func:`projection_tp_comm`, Megatron-Core's _concat_embeddings): eh_proj is a
 column-parallel linear whose output is all-gathered over the hidden dimension and, with sequence parallelism,
-scattered back to sequence shards; with sequence parallelism it all-gathers its 2h input too. Not modelled: the TP
-all-reduce of the module layer's duplicated weights' gradients (its router, MLA down-projections), ZeRO-3 gathers of
-the modules' weights, and a full recomputation rerunning the projection's collectives (its layer's are counted).
+scattered back to sequence shards; with sequence parallelism it all-gathers its 2h input too. Full recomputation
+reruns each module's forward (projection, its collectives and the layer) where the stack checkpoints the modules
+(:func:`mtp_reruns`). Not modelled: the TP all-reduce of the module layer's duplicated weights' gradients (its router,
+MLA down-projections), ZeRO-3 gathers of the modules' weights, and, where a module is not recomputed, its layer's
+share of the recomputed forward's collectives (its per-layer communication is a mean layer's).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.performance.collectives.kinds import CollectiveKind
-from engine.performance.context import Context, Layouts
+from engine.performance.context import RECOMPUTE_FULL, Context, Layouts
 from engine.performance.datatypes import BYTES_ACT
 from engine.performance.frameworks import LayoutProfiles
 from engine.performance.terms.flops import MTP_PROJECTION_INPUTS_PER_H, flops_per_token, mtp_layer_flops
@@ -42,7 +44,7 @@ MTP_SAVED_ELEMS_PER_H = 4.0
 class MtpCompute:
     """The D modules' work per micro-batch on the last pipeline rank."""
 
-    projection_s: Seconds  # one module's 2h -> h projection, forward and backward
+    projection_s: Seconds  # one module's 2h -> h projection, forward and backward (and its recomputed forward)
     equivalent_layers: float  # D x one module's layer FLOPs / the model's mean layer FLOPs
     compute_s: Seconds  # D x (projection + output layer and loss) + the layers' compute (their communication: the
     # bottleneck stage counts equivalent_layers more layers of it on the last rank, terms/pipeline.py)
@@ -60,11 +62,21 @@ def mtp_equivalent_layers(ctx: Context) -> float:
     return ctx.mtp_layers * mtp_layer_flops(ctx) / mean
 
 
+def mtp_reruns(ctx: Context, lay: Layouts, prof: LayoutProfiles) -> Arr:
+    """1.0 where full recomputation reruns each module's forward in the backward (its projection with its forward
+    collectives, and its layer), 0.0 elsewhere: training.recompute full over every layer, on a stack that checkpoints
+    the modules (``prof.mtp_recompute``: Megatron-Core from 2025-08, its 'uniform' method). A partial recomputation
+    (training.recompute_layers, Megatron-Core's 'block' method) skips them, as Megatron-Core does."""
+    full = (lay.recompute >= RECOMPUTE_FULL) & prof.mtp_recompute
+    return np.where(full & (not ctx.recompute_layers), 1.0, 0.0)
+
+
 def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm,
-                layer_total_s: Seconds, logits_total_s: Seconds) -> MtpCompute:
-    """Time per micro-batch of the modules on the last rank: D projections (M x 2h) @ (2h x h/t) forward and backward,
-    D more passes of the output layer and loss (``logits_total_s``), and the modules' layers as
-    :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each; beside it the projections' TP
+                layer_total_s: Seconds, layer_recompute_s: Seconds, logits_total_s: Seconds) -> MtpCompute:
+    """Time per micro-batch of the modules on the last rank: D projections (M x 2h) @ (2h x h/t) forward and backward
+    (and forward again where :func:`mtp_reruns`), D more passes of the output layer and loss (``logits_total_s``), and
+    the modules' layers as :func:`mtp_equivalent_layers` mean layers of ``layer_total_s`` compute each, less the
+    layers' recomputed forward ``layer_recompute_s`` where the modules are not rerun; beside it the projections' TP
     collectives (:func:`projection_tp_comm`)."""
     d = float(ctx.mtp_layers)
     if not d:  # no modules: nothing to time (the common case, kept off the search's hot path)
@@ -72,17 +84,18 @@ def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProf
         return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero, tp_exposed_s=zero,
                           tp_hidden_s=zero)
     h = ctx.hidden
+    rerun = mtp_reruns(ctx, lay, prof)
     gemm = gemm_time(ctx, shape.microbatch_tokens, MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
-    proj = (1.0 + BWD_GEMM_FACTOR) * gemm
+    proj = (1.0 + BWD_GEMM_FACTOR + rerun) * gemm
     eq = mtp_equivalent_layers(ctx)
-    exposed, hidden = projection_tp_comm(ctx, lay, shape, prof, groups, gemm)
-    return MtpCompute(projection_s=proj, equivalent_layers=eq,
-                      compute_s=d * (proj + logits_total_s) + eq * layer_total_s,
+    layer_s = layer_total_s - (1.0 - rerun) * layer_recompute_s
+    exposed, hidden = projection_tp_comm(ctx, lay, shape, prof, groups, gemm, rerun)
+    return MtpCompute(projection_s=proj, equivalent_layers=eq, compute_s=d * (proj + logits_total_s) + eq * layer_s,
                       tp_exposed_s=d * exposed, tp_hidden_s=d * hidden)
 
 
 def projection_tp_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm,
-                       gemm_s: Seconds) -> tuple[Seconds, Seconds]:
+                       gemm_s: Seconds, rerun: Arr | float = 0.0) -> tuple[Seconds, Seconds]:
     """One module's projection TP collectives per micro-batch, (exposed, hidden) [s], as Megatron-Core's
     _concat_embeddings runs them over the t ranks of the TP group (M tokens of the micro-batch, bf16; none at t 1):
 
@@ -95,14 +108,17 @@ def projection_tp_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: Lay
       all-reduce of the M x 2h input gradient. As the layer's linears (terms/tensor_parallel.py): the asynchronous
       backward runs the input-gradient collective beside the weight-gradient GEMM and the re-gather beside the
       data-gradient GEMM, each hidden for at most its GEMM's time ``gemm_s`` (each backward GEMM does the
-      forward's FLOPs); the stack's ``tp_overlap`` share of the rest is hidden (Transformer Engine userbuffers)."""
+      forward's FLOPs); the stack's ``tp_overlap`` share of the rest is hidden (Transformer Engine userbuffers).
+
+    A recomputed forward (``rerun`` 1: :func:`mtp_reruns`) runs both forward all-gathers again."""
     act = shape.microbatch_tokens * ctx.hidden * BYTES_ACT
     wide = MTP_PROJECTION_INPUTS_PER_H * act  # the M x 2h input
     gather_h = groups.time(CollectiveKind.ALL_GATHER, act, ParallelGroup.TP)
     gather_2h = groups.time(CollectiveKind.ALL_GATHER, wide, ParallelGroup.TP)
     sp = np.asarray(lay.sp, dtype=bool)
-    plain = gather_h + np.where(sp, gather_h, 0.0)
-    linear_fwd = np.where(sp, gather_2h, 0.0)
+    forwards = 1.0 + np.asarray(rerun, dtype=np.float64)
+    plain = forwards * gather_h + np.where(sp, gather_h, 0.0)
+    linear_fwd = forwards * np.where(sp, gather_2h, 0.0)
     linear_bwd = np.where(sp, groups.time(CollectiveKind.REDUCE_SCATTER, wide, ParallelGroup.TP),
                           groups.time(CollectiveKind.ALL_REDUCE, wide, ParallelGroup.TP))
     backward = prof.tp_backward_overlap & (lay.tp > 1)

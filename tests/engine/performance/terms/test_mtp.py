@@ -51,16 +51,45 @@ def test_an_moe_models_module_layer_is_an_moe_layer() -> None:
     assert flops_per_token(ctx).mtp_flops == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("recompute", ["none", "full"])
-def test_model_flops_count_the_modules_three_times_and_full_recompute_reruns_their_layer(recompute: str) -> None:
-    doc = dense_doc(model=GPT_22B, tp=8, recompute=recompute, gb=64)
+@pytest.mark.parametrize(("recompute", "training", "reruns"), [
+    ("none", {}, False),
+    ("full", {}, True),  # Megatron-Core from 2025-08 (the current record): each module checkpointed
+    ("full", {"framework": "megatron-core", "framework_release": "2025-07"}, False),  # its MTP block did not recompute
+    ("full", {"recompute_layers": L}, False),  # the 'block' method (every one of the 48 layers) skips the modules
+])
+def test_model_flops_count_the_modules_three_times_and_full_recompute_reruns_them_as_the_stack_does(
+        recompute: str, training: dict, reruns: bool) -> None:
+    doc = dense_doc(model=GPT_22B, tp=8, recompute=recompute, gb=64, **training)
     base, mtp = (step_terms(*build(d)[:2]).flops for d in (doc, _with_mtp(doc, 1)))
     tokens = 64 * S
     assert mtp.model_flops[0] - base.model_flops[0] == pytest.approx(
         3 * (GPT_LAYER_FLOPS + MODULE_EXTRA_FLOPS) * tokens, rel=1e-9)
-    rerun = GPT_LAYER_FLOPS * tokens if recompute == "full" else 0.0
+    rerun = (GPT_LAYER_FLOPS + 2 * 2 * H * H) * tokens if reruns else 0.0  # the layer and the projection, not the head
     assert (mtp.hardware_flops[0] - mtp.model_flops[0]) - (base.hardware_flops[0] - base.model_flops[0]) == \
         pytest.approx(rerun, rel=1e-9, abs=1.0)
+
+
+@pytest.mark.parametrize(("release", "reruns"), [(None, True), ("2025-07", False)])
+def test_a_rerun_module_recomputes_its_projection_and_layer_forward_and_gathers_again(release: str | None,
+                                                                                      reruns: bool) -> None:
+    """pp 1, tp 8, full recomputation: the module adds the projection's three GEMMs (four where it is rerun), the
+    output layer and loss, and the layer with its recomputed forward only where it is rerun; the rerun's two forward
+    all-gathers (half a pair and a pair) are exposed."""
+    training = {"framework": "megatron-core", **({"framework_release": release} if release else {})}
+    base_doc = dense_doc(model=GPT_22B, tp=8, gb=64, recompute="full", **training)
+    base = step_terms(*build(base_doc)[:2])
+    ctx, lay, _ = build(_with_mtp(base_doc, 1))
+    mtp = step_terms(ctx, lay)
+    gemm = gemm_by_hand(ctx, S, 2 * H, H / 8)
+    layer = base.layer.total_s[0] - (0.0 if reruns else base.layer.recompute_s[0])
+    assert base.layer.recompute_s[0] > 0.0
+    added = (4 if reruns else 3) * gemm + base.logits.total_s[0] + layer
+    assert mtp.stage.compute_s[0] - base.stage.compute_s[0] == pytest.approx(added, rel=1e-9)
+    prof = layout_profiles(ctx.framework, lay.tp, lay.pp, release)
+    comm = LinearComm()
+    exposed, _ = projection_tp_comm(ctx, lay, build(_with_mtp(base_doc, 1))[2], prof, comm, np.array([np.inf]),
+                                    1.0 if reruns else 0.0)
+    assert exposed[0] == pytest.approx((2.0 + (1.5 if reruns else 0.0)) * PAIR, rel=1e-12)
 
 
 def test_without_a_pipeline_the_stage_runs_the_modules_after_the_model() -> None:
