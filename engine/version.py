@@ -243,6 +243,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # module's layer timed without its recomputed forward elsewhere (was: every full recomputation reran the layer,
     # never the projection). No validation row moves (DeepSeek-V3 recomputes selectively)
     "2.31.0": "f2381002577d3db68b1f9286553f94d5e490ab1975f662a825a5c9ce725ef859",
+    # 2.31.1 (no result change): engine/validation/summary.py and the accuracy summary it writes beside
+    # docs/validation.md (engine/validation/data/accuracy_summary.json), which the portal's Accuracy page and
+    # GET /api/v1/accuracy/ show
+    "2.31.1": "92043479408ba24e85b1597587b9aa16fb2fbfcea213456cec4eb09b79593d10",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -388,3 +388,30 @@ def metric_format(path: str) -> str:
     if leaf.endswith("_kw"):
         return "kw"
     return "num"
+
+
+def accuracy_charts(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Chart specs of the accuracy page (keys are the json_script ids): each set's error in-sample and
+    leave-one-source-out, and each scaling step's per-GPU throughput change, measured against predicted."""
+    charts: dict[str, Any] = {}
+    sets = list(summary.get("sets") or [])
+    if sets:
+        charts["chart-set-errors"] = {
+            "title": "Mean error per set", "type": "bar", "format": "pct", "y_title": "Mean absolute error",
+            "labels": [s["title"] for s in sets], "all_ticks": True,
+            "tick_lines": [str(s["title"]).split(" (")[0].split() for s in sets],
+            "datasets": [{"label": "In-sample", "data": [s["mape"] for s in sets]},
+                         {"label": "Leave-one-source-out", "data": [s["loso_mape"] for s in sets]}],
+        }
+    steps = list(summary.get("scaling_steps") or [])
+    if steps:
+        names = [f"{st['series'].split(' (')[0]} {st['from_gpus']:,}→{st['to_gpus']:,}" for st in steps]
+        charts["chart-scaling"] = {
+            "title": "Per-GPU throughput change as the job grows", "type": "bar", "format": "pct",
+            "y_title": "Change from the smallest size", "labels": names, "all_ticks": True,
+            "tick_lines": [[st["series"].split(" (")[0].split(",")[0], f"{st['from_gpus']:,}→{st['to_gpus']:,}"]
+                           for st in steps],
+            "datasets": [{"label": "Measured", "data": [st["measured_change"] for st in steps]},
+                         {"label": "Predicted (leave-one-source-out)", "data": [st["predicted_change"] for st in steps]}],
+        }
+    return charts

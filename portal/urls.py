@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import views
-from portal.views import calibration, capacity, capacity_builder, explain, run_page, tokens
+from portal.views import accuracy, calibration, capacity, capacity_builder, explain, run_page, tokens
 from portal.views import fabric as fabric_views
 
 urlpatterns = [
@@ -41,6 +41,7 @@ urlpatterns = [
     path("capacity/new/", capacity_builder.capacity_plan_form, name="capacity-plan-new"),
     path("capacity/<int:pk>/edit/", capacity_builder.capacity_plan_form, name="capacity-plan-edit"),
     path("capacity/compare/", capacity_builder.capacity_compare, name="capacity-compare"),
+    path("accuracy/", accuracy.accuracy, name="accuracy"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]

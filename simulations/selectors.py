@@ -8,6 +8,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import ValidationError
+from engine.validation.summary import load_summary
+from engine.version import ENGINE_VERSION
 from simulations.models import ReEvaluation, Report, RunEvent, SimulationRun, Sweep
 
 
@@ -49,3 +51,9 @@ def reevaluation_list(request_or_user: Any, filters: Mapping[str, Any] | None = 
     if filters and filters.get("scenario"):
         qs = qs.filter(scenario_id=filters["scenario"])
     return qs
+
+
+def model_accuracy() -> dict[str, Any]:
+    """How well the engine predicts published training runs (not team data: the same for every user): the summary
+    ``make validation`` writes (engine/validation/summary.py) with the engine version it describes."""
+    return {"engine_version": ENGINE_VERSION, **load_summary()}

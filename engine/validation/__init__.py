@@ -10,7 +10,8 @@ Published runs only validate the engine: no constant is set from them. One modul
 * ``bands``: the 80% error bands per regime, their LOSO fit and coverage, error_bands.json and ``band_for``.
 * ``scaling``: series of one model measured at several sizes by one source, measured vs predicted change.
 * ``evaluate``: one pass over every set that computes all of the above; ``report`` and ``notes``:
-  docs/validation.md; ``plots``: docs/img/validation_scaling.png when matplotlib is installed.
+  docs/validation.md; ``plots``: docs/img/validation_scaling.png when matplotlib is installed; ``summary``: the
+  same figures as data (accuracy_summary.json) for the portal's accuracy page and GET /api/v1/accuracy/.
 
-``manage.py validation_report`` (``make validation``) writes the report, the band table and the plot.
+``manage.py validation_report`` (``make validation``) writes the report, the band table, the summary and the plot.
 """

@@ -13,12 +13,12 @@ from engine.validation.notes import SET_TEXT
 from engine.validation.registry import grounded_sources
 from engine.validation.rows import ValidationRow, summary, worst_row
 from engine.validation.runs import source_key
+from engine.validation.summary import SCALING_TARGET_POINTS, SUMMARY_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where manage.py validation_report writes docs/ by default
 BAD_ROW = 0.25  # the overview counts rows worse than this
 
 # issue #22: predicted per-GPU throughput change within this many points of measured at every size step
-SCALING_TARGET_POINTS = 3.0
 
 
 def _fmt(v: float) -> str:
@@ -304,6 +304,9 @@ def render_markdown(ev: Evaluation, plot: Path | None = None) -> str:
         "identifier or the vendor page a row cites). No figure leaves a row out. MAPE and the worst row are in",
         "each row's own quantity; bias is the mean of predicted / measured per-GPU throughput - 1 (positive:",
         "predicted faster than the run went).",
+        "",
+        f"The same figures, as data, are in {SUMMARY_PATH.relative_to(REPO_ROOT).as_posix()}: the portal's",
+        "Accuracy page and `GET /api/v1/accuracy/` show them with the engine version that produced them.",
         "",
     ]
     if not ev.refit:

@@ -12,6 +12,7 @@ from planning.api.views import (
     ObjectChangeViewSet,
     WorkloadViewSet,
 )
+from simulations.api.accuracy import AccuracyView
 from simulations.api.calibration import CalibrationProfileViewSet, CalibrationUploadViewSet
 from simulations.api.capacity_plans import CapacityPlanViewSet
 from simulations.api.views import (
@@ -46,5 +47,6 @@ urlpatterns = [
     path("reports/compare", ReportViewSet.as_view({"get": "compare"}, schema=None), name="report-compare-noslash"),
     path("preview/", PreviewView.as_view(), name="preview"),
     path("me/", MeView.as_view(), name="me"),
+    path("accuracy/", AccuracyView.as_view(), name="accuracy"),
     *router.urls,
 ]

@@ -55,6 +55,7 @@ CSV_BODIES = {
 POLICY: dict[tuple[str, str | None], str] = {
     ("", None): AUTH,  # API root
     ("me", None): AUTH, ("me", "list"): AUTH,
+    ("accuracy", None): AUTH,  # the engine's accuracy on published runs: no team's data
     ("tokens", "list"): AUTH, ("tokens", "retrieve"): OWNER, ("tokens", "destroy"): OWNER,
     ("tokens", "create"): "token",
     ("teams", "list"): "read", ("teams", "retrieve"): "read", ("teams", "members:GET"): "read",

@@ -125,6 +125,8 @@ POLICY: dict[str, dict[str, list[Rule]]] = {
     "login": {"GET": [R(PUBLIC, SIGNIN)], "POST": [R(PUBLIC, SIGNIN)]},  # POST: a wrong password
     "logout": {"POST": [R(PUBLIC, SIGNOUT)]},
     "switch-team": {"POST": [R(AUTH, SWITCH)]},
+    # the engine's accuracy on published runs: no team's data, the same page for every signed-in user
+    "accuracy": {"GET": [R(AUTH, LIST)]},
 }
 
 # capacity plans (issue #14): the plans page lists the team's plans; running one needs plan; a run's page reads

@@ -62,11 +62,13 @@ def test_validation_report_writes_markdown(tmp_path: Path) -> None:
     out = StringIO()
     target = tmp_path / "validation.md"
     bands = tmp_path / "error_bands.json"
+    summary = tmp_path / "accuracy_summary.json"
     call_command("validation_report", "--output", str(target), "--bands", str(bands),
-                 "--plot", str(tmp_path / "validation_scaling.png"), stdout=out)
+                 "--plot", str(tmp_path / "validation_scaling.png"), "--summary", str(summary), stdout=out)
     assert "MAPE" in out.getvalue()
     assert "| llama3-405b-8192-cp1 |" in target.read_text()
     assert json.loads(bands.read_text())["bands"]
+    assert "llama3-405b-8192-cp1" in {r["run"] for r in json.loads(summary.read_text())["rows"]}
 
 
 def test_awkward_size_note_reaches_the_cli(tmp_path: Path) -> None:

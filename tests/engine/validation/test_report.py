@@ -3,6 +3,7 @@ coverage per set and overall, the scaling series; and the optional plot."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ from engine.validation.report import render_markdown
 from engine.validation.rows import ValidationRow
 from engine.validation.runs import RUN_SETS, load_runs
 from engine.validation.scaling import scaling_series
+from engine.validation.summary import accuracy_summary, load_summary
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +170,38 @@ def test_the_report_shows_each_held_out_sources_refit_values(ev, md) -> None:
     assert "LOSO refit values" in md
     row = next(line for line in md.splitlines() if line.startswith("| arXiv 2407.21783 |"))
     assert f"{ev.refits['arXiv 2407.21783'][name]:.3f}" in row
+
+
+def _close(a, b, path: str = "") -> None:
+    """Equal documents, numbers within 0.0005 (LOSO refits may differ in the last digits across BLAS builds)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and not isinstance(b, bool):
+        assert b == pytest.approx(a, abs=5e-4, rel=1e-3), path
+    else:
+        assert a == b, path
+
+
+def test_the_shipped_accuracy_summary_is_the_engines_own(ev) -> None:
+    """engine/validation/data/accuracy_summary.json (what the portal's Accuracy page and GET /api/v1/accuracy/ show)
+    is what this engine gives: `make validation` was run after the last change of a result."""
+    _close(json.loads(json.dumps(accuracy_summary(ev))), load_summary())
+
+
+def test_the_summary_says_what_the_report_says(ev, md) -> None:
+    """Per set, the summary's figures are the overview table's (read back from the markdown), no row dropped."""
+    overview = _overview(md)
+    doc = accuracy_summary(ev)
+    for s in doc["sets"]:
+        cells = overview[s["title"]]
+        assert int(cells[1]) == s["runs"]
+        for col, key in ((2, "mape"), (5, "loso_mape"), (9, "coverage")):  # the table shows 0.1% steps
+            assert float(cells[col].rstrip("%")) / 100 == pytest.approx(s[key], abs=6e-4), (s["key"], key)
+    assert len(doc["rows"]) == sum(len(s.rows) for s in ev.sets)
+    assert len(doc["scaling_steps"]) == sum(len(s.points) for s in ev.series)
