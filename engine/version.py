@@ -247,6 +247,10 @@ ENGINE_RELEASES: dict[str, str] = {
     # docs/validation.md (engine/validation/data/accuracy_summary.json), which the portal's Accuracy page and
     # GET /api/v1/accuracy/ show
     "2.31.1": "92043479408ba24e85b1597587b9aa16fb2fbfcea213456cec4eb09b79593d10",
+    # 2.32.0: the multi-token-prediction modules' layers add their TP-duplicated weights (MLA down-projections, the
+    # router) to the step's all-reduce of such gradients under sequence parallelism (terms/parameters.
+    # tp_duplicated_params), counted with the last rank as their weights are. No validation row moves (V3: TP 1)
+    "2.32.0": "1446567d4baa3781e6b2b6a59066e24440a0edc970feebdf4b575304bf76384f",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

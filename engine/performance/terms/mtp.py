@@ -14,9 +14,10 @@ The projection's TP collectives (:func:`projection_tp_comm`, Megatron-Core's _co
 column-parallel linear whose output is all-gathered over the hidden dimension and, with sequence parallelism,
 scattered back to sequence shards; with sequence parallelism it all-gathers its 2h input too. Full recomputation
 reruns each module's forward (projection, its collectives and the layer) where the stack checkpoints the modules
-(:func:`mtp_reruns`). Not modelled: the TP all-reduce of the module layer's duplicated weights' gradients (its router,
-MLA down-projections), ZeRO-3 gathers of the modules' weights, and, where a module is not recomputed, its layer's
-share of the recomputed forward's collectives (its per-layer communication is a mean layer's).
+(:func:`mtp_reruns`). The module layer's weights held whole on every TP rank (its router, MLA down-projections) join
+the step's all-reduce of such gradients (terms/parameters.tp_duplicated_params). Not modelled: ZeRO-3 gathers of the
+modules' weights, and, where a module is not recomputed, its layer's share of the recomputed forward's collectives
+(its per-layer communication is a mean layer's).
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ class GpuParams:
 def params_per_layer(ctx: Context) -> LayerParams:
     h = ctx.hidden
     a = ctx.attn  # a linear layer has one weight per multiply-add per token
-    return LayerParams(attention_params=a.sharded_macs + a.replicated_macs, attention_replicated_params=a.replicated_macs,
-                       dense_ffn_params=ctx.mats * h * ctx.dense_ffn,
+    return LayerParams(attention_params=a.sharded_macs + a.replicated_macs,
+                       attention_replicated_params=a.replicated_macs, dense_ffn_params=ctx.mats * h * ctx.dense_ffn,
                        expert_params=ctx.mats * h * ctx.expert_ffn)
 
 
@@ -75,7 +75,11 @@ def tp_duplicated_params(ctx: Context, shape: LayoutShape) -> Count:
     """Weights of the bottleneck stage held whole on every TP rank whose gradients differ between ranks under
     sequence parallelism (each rank back-propagates its own slice of the sequence): MLA's down-projections
     (Megatron-Core builds them as ``parallel_mode="duplicated"`` linears and marks them ``sequence_parallel``) and
-    the MoE router (h x E, ``sequence_parallel`` set in router.py). Layernorm weights (2h per layer) are left
-    out, as everywhere in the parameter count."""
-    per_layer = params_per_layer(ctx).attention_replicated_params + shape.moe_layer_fraction * ctx.hidden * ctx.experts
-    return np.asarray(shape.stage_layers * per_layer, dtype=np.float64)
+    the MoE router (h x E, ``sequence_parallel`` set in router.py), and those of the multi-token-prediction modules'
+    layers (a layer of the last layer's kind each, on the last rank, counted with it as ``total_params`` counts
+    their weights). Layernorm weights (2h per layer) are left out, as everywhere in the parameter count."""
+    p = params_per_layer(ctx)
+    router = ctx.hidden * ctx.experts
+    modules = ctx.mtp_layers * (p.attention_replicated_params + (router if ctx.moe else 0.0))
+    per_layer = p.attention_replicated_params + shape.moe_layer_fraction * router
+    return np.asarray(shape.stage_layers * per_layer + modules, dtype=np.float64)

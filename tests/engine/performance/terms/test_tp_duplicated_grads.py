@@ -35,6 +35,21 @@ def test_mla_down_projections_of_the_stage_are_duplicated() -> None:
     assert tp_duplicated_params(ctx, shape)[0] == pytest.approx(2 * DOWN, rel=1e-12)  # 2 of 4 layers per stage
 
 
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_modules_layers_add_their_duplicated_weights(depth: int) -> None:
+    """Multi-token prediction: each module's layer is of the last layer's kind, with its own MLA down-projections
+    (and, in an MoE model, its router), on the last rank beside the stage's layers."""
+    doc = _doc(pp=2)
+    doc["model"]["mtp_layers"] = depth
+    ctx, _lay, shape = build(doc)
+    assert tp_duplicated_params(ctx, shape)[0] == pytest.approx((2 + depth) * DOWN, rel=1e-12)
+    moe = moe_doc(tp=2, ep=8)
+    moe["model"]["mtp_layers"] = depth
+    ctx, _lay, shape = build(moe)
+    e, layers, dense_layers, h = 16, MOE_22B["layers"], 4, MOE_22B["hidden"]
+    assert tp_duplicated_params(ctx, shape)[0] == pytest.approx((layers - dense_layers + depth) * h * e, rel=1e-12)
+
+
 def test_router_is_duplicated_on_moe_layers_only() -> None:
     ctx, _lay, shape = build(moe_doc(tp=2, ep=8))
     e, layers, dense_layers, h = 16, MOE_22B["layers"], 4, MOE_22B["hidden"]
