@@ -1,4 +1,5 @@
-"""Simulation selectors: runs, sweeps, reports and re-evaluations visible to a request or user."""
+"""Simulation selectors: runs, sweeps, reports and re-evaluations visible to a request or user, and the engine's
+accuracy on published runs (the same for everyone)."""
 
 from __future__ import annotations
 
