@@ -251,6 +251,8 @@ ENGINE_RELEASES: dict[str, str] = {
     # router) to the step's all-reduce of such gradients under sequence parallelism (terms/parameters.
     # tp_duplicated_params), counted with the last rank as their weights are. No validation row moves (V3: TP 1)
     "2.32.0": "1446567d4baa3781e6b2b6a59066e24440a0edc970feebdf4b575304bf76384f",
+    # 2.32.1 (no result change): the accuracy summary says of each run whether it fell in its 80% band
+    "2.32.1": "5e47e0706569807676ad3d5eda3b706536b3dd706f06f4dad80a85ec1d5ffa53",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.validation.bands import inside
 from engine.validation.evaluate import Evaluation
 from engine.validation.rows import ValidationRow, summary, worst_row
 
@@ -74,13 +75,17 @@ def accuracy_summary(ev: Evaluation) -> dict[str, Any]:
               "predicted_change": _r(p.predicted_change), "gap_points": round(p.gap_points, 1)}
              for s in ev.series for p in s.points]
     rows = []
+    residuals = {r.run_id: r for r in ev.residuals}
     for s in ev.sets:
         for run, row, loso in zip(s.runs, s.rows, s.loso, strict=True):
             band = ev.loso_band.get(row.run_id)
+            res = residuals.get(row.run_id)
             rows.append({"run": row.run_id, "set": s.run_set.key, "metric": row.metric, "measured": row.measured,
                          "predicted": float(f"{row.predicted:.4g}"), "error": _r(row.error),
                          "loso_error": _r(loso.error), "gpus": row.gpus,
-                         "band": [_r(band[0]), _r(band[1])] if band else None, "source": run.get("source", "")})
+                         "band": [_r(band[0]), _r(band[1])] if band else None,
+                         "inside": bool(band and res is not None and inside(res, band)),
+                         "source": run.get("source", "")})
     return {
         "about": ("Validation against published training runs (docs/validation.md, written by `make validation`): "
                   "errors are (predicted - measured) / measured in each row's own quantity; LOSO = every constant "

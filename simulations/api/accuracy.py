@@ -63,6 +63,7 @@ class AccuracyRowSerializer(serializers.Serializer):
     gpus = serializers.IntegerField()
     band = serializers.ListField(child=serializers.FloatField(), allow_null=True,
                                  help_text="[p10, p90] of measured / predicted per-GPU throughput")
+    inside = serializers.BooleanField(help_text="The measured value lies in the band fitted without its source")
     source = serializers.CharField()  # type: ignore[assignment]
 
 

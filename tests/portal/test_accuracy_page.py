@@ -30,6 +30,9 @@ def test_the_page_shows_the_shipped_figures_and_the_engine_version(client: Any, 
     assert html.count("<tr><th scope=\"row\">") >= len(SHIPPED["rows"]) + len(SHIPPED["scaling_steps"])
     assert 'data-chart="chart-scaling"' in html and 'id="chart-scaling" type="application/json"' in html
     assert 'href="/accuracy/"' in html  # the main navigation leads here
+    # each run says whether it fell in its band; as many do as the coverage says
+    assert html.count('data-inside="yes"') == round(OVERALL["coverage"] * OVERALL["runs"])
+    assert html.count('data-inside="no"') == OVERALL["runs"] - round(OVERALL["coverage"] * OVERALL["runs"])
 
 
 def test_the_scaling_chart_plots_measured_against_predicted(client: Any, make_user: Any, team: Any) -> None:

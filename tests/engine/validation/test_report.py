@@ -204,4 +204,8 @@ def test_the_summary_says_what_the_report_says(ev, md) -> None:
         for col, key in ((2, "mape"), (5, "loso_mape"), (9, "coverage")):  # the table shows 0.1% steps
             assert float(cells[col].rstrip("%")) / 100 == pytest.approx(s[key], abs=6e-4), (s["key"], key)
     assert len(doc["rows"]) == sum(len(s.rows) for s in ev.sets)
+    n = len(doc["rows"])
+    hits = round(ev.coverage() * n)
+    assert f"| All sets | {n} | {hits} |" in md  # the band section's count of runs inside their band
+    assert sum(1 for r in doc["rows"] if r["inside"]) == hits
     assert len(doc["scaling_steps"]) == sum(len(s.points) for s in ev.series)
