@@ -253,6 +253,9 @@ ENGINE_RELEASES: dict[str, str] = {
     "2.32.0": "1446567d4baa3781e6b2b6a59066e24440a0edc970feebdf4b575304bf76384f",
     # 2.32.1 (no result change): the accuracy summary says of each run whether it fell in its 80% band
     "2.32.1": "5e47e0706569807676ad3d5eda3b706536b3dd706f06f4dad80a85ec1d5ffa53",
+    # 2.32.2 (no result change), from the final read: MtpCompute carries its reruns_count for step_flops (mtp_reruns was
+    # evaluated twice per step_terms); a redundant TP-size mask in projection_tp_comm; report.py's orphaned comment
+    "2.32.2": "044cfe88ed12566f229361916d9b56e0ccb669e92df74f7ca4b49ac113667f98",
 }
 ENGINE_VERSION = next(reversed(ENGINE_RELEASES))
 

@@ -33,7 +33,7 @@ from engine.performance.terms.layer import (
     tp_linear_backward_gemms,
 )
 from engine.performance.terms.memory import MemoryPerGpu, memory_per_gpu, usable_memory_bytes
-from engine.performance.terms.mtp import MtpCompute, mtp_compute, mtp_reruns
+from engine.performance.terms.mtp import MtpCompute, mtp_compute
 from engine.performance.terms.optimizer import OptimizerStep, optimizer_step
 from engine.performance.terms.parameters import GpuParams, gpu_params
 from engine.performance.terms.pipeline import BottleneckStage, PipelineComm, bottleneck_stage, pipeline_comm
@@ -145,7 +145,7 @@ def step_terms(ctx: Context, lay: Layouts) -> StepTerms:
     tp_grads = duplicated_grad_allreduce(lay, groups, params.tp_duplicated_params, dp.grad_elem_bytes)
     step = step_time(ctx, lay, shape, mb, dp, opt.time_s, tp_grads)
     memory = memory_per_gpu(ctx, lay, shape, prof, params)
-    flops = step_flops(ctx, lay.recompute, attn.unfused, full_recompute_share(ctx, lay), mtp_reruns(ctx, lay, prof))
+    flops = step_flops(ctx, lay.recompute, attn.unfused, full_recompute_share(ctx, lay), mtp.reruns_count)
     return StepTerms(shape=shape, framework=prof, attention=attn, dense_ffn=dense, moe_ffn=moe, layer=layer,
                      logits=logits, mtp=mtp, tensor_parallel=tp, context_parallel=cp, expert_parallel=ep, stage=stage,
                      pipeline=pp, params=params, data_parallel=dp, zero2=zero2, zero3=zero3, timeline=timeline,

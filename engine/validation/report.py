@@ -18,8 +18,6 @@ from engine.validation.summary import SCALING_TARGET_POINTS, SUMMARY_PATH
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where manage.py validation_report writes docs/ by default
 BAD_ROW = 0.25  # the overview counts rows worse than this
 
-# issue #22: predicted per-GPU throughput change within this many points of measured at every size step
-
 
 def _fmt(v: float) -> str:
     return f"{v:.4g}"

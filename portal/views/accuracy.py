@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from engine.validation.summary import ALL_SETS
 from portal.charts import accuracy_charts
 from simulations.selectors import model_accuracy
 
@@ -15,8 +16,8 @@ from simulations.selectors import model_accuracy
 @require_GET
 def accuracy(request: HttpRequest) -> HttpResponse:
     summary = model_accuracy()
-    overall = next((s for s in summary.get("sets", []) if s.get("key") == "all"), None)
+    overall = next((s for s in summary.get("sets", []) if s.get("key") == ALL_SETS), None)
     return render(request, "portal/accuracy.html", {
         "summary": summary, "overall": overall, "charts": accuracy_charts(summary),
-        "sets": [s for s in summary.get("sets", []) if s.get("key") != "all"],
+        "sets": [s for s in summary.get("sets", []) if s.get("key") != ALL_SETS],
     })

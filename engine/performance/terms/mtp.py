@@ -49,6 +49,7 @@ class MtpCompute:
     equivalent_layers: float  # D x one module's layer FLOPs / the model's mean layer FLOPs
     compute_s: Seconds  # D x (projection + output layer and loss) + the layers' compute (their communication: the
     # bottleneck stage counts equivalent_layers more layers of it on the last rank, terms/pipeline.py)
+    reruns_count: Arr  # 1 where full recomputation reruns the modules' forward (mtp_reruns; 0 without modules)
     tp_exposed_s: Seconds  # D x the projection's TP collectives left exposed (projection_tp_comm)
     tp_hidden_s: Seconds  # D x those the stack hides (under the projection's backward GEMMs, userbuffers)
 
@@ -82,8 +83,8 @@ def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProf
     d = float(ctx.mtp_layers)
     if not d:  # no modules: nothing to time (the common case, kept off the search's hot path)
         zero = np.zeros_like(layer_total_s)
-        return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero, tp_exposed_s=zero,
-                          tp_hidden_s=zero)
+        return MtpCompute(projection_s=zero, equivalent_layers=0.0, compute_s=zero, reruns_count=zero,
+                          tp_exposed_s=zero, tp_hidden_s=zero)
     h = ctx.hidden
     rerun = mtp_reruns(ctx, lay, prof)
     gemm = gemm_time(ctx, shape.microbatch_tokens, MTP_PROJECTION_INPUTS_PER_H * h * np.ones_like(lay.tp), h / lay.tp)
@@ -92,7 +93,7 @@ def mtp_compute(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProf
     layer_s = layer_total_s - (1.0 - rerun) * layer_recompute_s
     exposed, hidden = projection_tp_comm(ctx, lay, shape, prof, groups, gemm, rerun)
     return MtpCompute(projection_s=proj, equivalent_layers=eq, compute_s=d * (proj + logits_total_s) + eq * layer_s,
-                      tp_exposed_s=d * exposed, tp_hidden_s=d * hidden)
+                      reruns_count=rerun, tp_exposed_s=d * exposed, tp_hidden_s=d * hidden)
 
 
 def projection_tp_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: LayoutProfiles, groups: GroupComm,
@@ -122,7 +123,7 @@ def projection_tp_comm(ctx: Context, lay: Layouts, shape: LayoutShape, prof: Lay
     linear_fwd = forwards * np.where(sp, gather_2h, 0.0)
     linear_bwd = np.where(sp, groups.time(CollectiveKind.REDUCE_SCATTER, wide, ParallelGroup.TP),
                           groups.time(CollectiveKind.ALL_REDUCE, wide, ParallelGroup.TP))
-    backward = prof.tp_backward_overlap & (lay.tp > 1)
+    backward = prof.tp_backward_overlap  # at t 1 everything is masked below
     regather = np.where(backward & sp, gather_2h, 0.0)
     under = np.where(backward, np.minimum(linear_bwd, gemm_s) + np.minimum(regather, gemm_s), 0.0)
     left = linear_fwd + linear_bwd + regather - under
