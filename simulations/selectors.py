@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import ValidationError
-from engine.validation.summary import load_summary
+from engine.validation.summary import ALL_SETS, load_summary
 from engine.version import ENGINE_VERSION
 from simulations.models import ReEvaluation, Report, RunEvent, SimulationRun, Sweep
 
@@ -58,3 +58,9 @@ def model_accuracy() -> dict[str, Any]:
     """How well the engine predicts published training runs (not team data: the same for every user): the summary
     ``make validation`` writes (engine/validation/summary.py) with the engine version it describes."""
     return {"engine_version": ENGINE_VERSION, **load_summary()}
+
+
+def accuracy_sets(summary: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The summary's all-sets entry (None when there is no summary) and the per-set entries."""
+    sets = list(summary.get("sets", []))
+    return next((s for s in sets if s.get("key") == ALL_SETS), None), [s for s in sets if s.get("key") != ALL_SETS]

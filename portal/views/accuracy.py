@@ -7,17 +7,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from engine.validation.summary import ALL_SETS
 from portal.charts import accuracy_charts
-from simulations.selectors import model_accuracy
+from simulations.selectors import accuracy_sets, model_accuracy
 
 
 @login_required
 @require_GET
 def accuracy(request: HttpRequest) -> HttpResponse:
     summary = model_accuracy()
-    overall = next((s for s in summary.get("sets", []) if s.get("key") == ALL_SETS), None)
+    overall, sets = accuracy_sets(summary)
     return render(request, "portal/accuracy.html", {
-        "summary": summary, "overall": overall, "charts": accuracy_charts(summary),
-        "sets": [s for s in summary.get("sets", []) if s.get("key") != ALL_SETS],
+        "summary": summary, "overall": overall, "charts": accuracy_charts(summary), "sets": sets,
     })
